@@ -1,0 +1,23 @@
+"""Render every rule's documentation into one Markdown page (docs/rules.md)."""
+
+from __future__ import annotations
+
+from checks import matrix
+
+
+def rules_markdown() -> str:
+    parts = [
+        "# The known-bad matrix\n\n",
+        "Generated from checks/rules/*.toml by `python -m checks.docs > docs/rules.md`.\n",
+        "`gpuprov rules ID` prints one entry.\n\n",
+        "| ID | severity | title |\n| --- | --- | --- |\n",
+    ]
+    parts += [f"| [{r.id}](#{r.id.lower()}) | {r.severity} | {r.title} |\n" for r in matrix.rules()]
+    for rule in matrix.rules():
+        parts.append("\n" + rule.docs().replace(f"# {rule.id}:", f"## {rule.id}:", 1)
+                     .replace("\n## ", "\n### "))
+    return "".join(parts)
+
+
+if __name__ == "__main__":
+    print(rules_markdown(), end="")

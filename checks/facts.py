@@ -1,0 +1,323 @@
+"""What is true of one host: the facts every probe and parser fills in and every rule reads.
+
+A field left as None is unknown. Parsers return a partial HostFacts (a fragment); fragments from
+several probes or pasted files merge into one host with `merge`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+FACTS_SCHEMA_VERSION = 1
+
+
+@dataclass
+class Gpu:
+    """One GPU. `compute_capability` is "major.minor" (e.g. "8.6")."""
+
+    index: int | None = None
+    name: str | None = None
+    pci_bus_id: str | None = None
+    uuid: str | None = None
+    serial: str | None = None
+    compute_capability: str | None = None
+    memory_total_mib: int | None = None
+    brand: str | None = None
+    brand_class: str | None = None
+    architecture: str | None = None
+    mig_mode: str | None = None
+    persistence_mode: str | None = None
+
+    def key(self) -> str | None:
+        """Identity used when merging: bus id, then uuid, then index."""
+        if self.pci_bus_id:
+            return "bus:" + normalise_bus_id(self.pci_bus_id)
+        if self.uuid:
+            return "uuid:" + self.uuid
+        if self.index is not None:
+            return f"index:{self.index}"
+        return None
+
+
+@dataclass
+class Driver:
+    """The NVIDIA driver: userspace, the loaded kernel module, and what failed to talk to it."""
+
+    version: str | None = None
+    cuda_version: str | None = None
+    kernel_module_version: str | None = None
+    kernel_module_flavour: str | None = None
+    nvml_library_version: str | None = None
+    nvml_error: str | None = None
+    smi_error: str | None = None
+    persistenced_running: bool | None = None
+
+
+@dataclass
+class KernelModules:
+    """Kernel modules: what is loaded and what the installed nvidia module declares."""
+
+    loaded: list[str] | None = None
+    nvidia_license: str | None = None
+    nvidia_signer: str | None = None
+    nvidia_version: str | None = None
+
+
+@dataclass
+class System:
+    """Operating system, kernel, CPU architecture, C library, firmware."""
+
+    hostname: str | None = None
+    os_id: str | None = None
+    os_version: str | None = None
+    os_pretty: str | None = None
+    kernel_release: str | None = None
+    machine: str | None = None
+    glibc: str | None = None
+    secure_boot: bool | None = None
+
+
+@dataclass
+class Toolkit:
+    """One CUDA toolkit (an nvcc). `version` is the full V-number, `release` the X.Y."""
+
+    path: str | None = None
+    version: str | None = None
+    release: str | None = None
+    gpu_archs: list[str] | None = None
+    source: str | None = None
+
+    def key(self) -> str | None:
+        return self.path or self.version
+
+
+@dataclass
+class CompatLibrary:
+    """A CUDA forward-compatibility libcuda (cuda-compat package or a compat/ directory)."""
+
+    path: str | None = None
+    driver_version: str | None = None
+    package: str | None = None
+    on_library_path: bool | None = None
+
+    def key(self) -> str | None:
+        return self.path or self.package
+
+
+@dataclass
+class Docker:
+    """The Docker client and daemon as `docker info` reports them."""
+
+    client_version: str | None = None
+    server_version: str | None = None
+    server_error: str | None = None
+    runtimes: list[str] | None = None
+    default_runtime: str | None = None
+    cdi_spec_dirs: list[str] | None = None
+    cdi_devices: list[str] | None = None
+    rootless: bool | None = None
+    cgroup_driver: str | None = None
+    cgroup_version: str | None = None
+
+
+@dataclass
+class ContainerImage:
+    """A container image and the CUDA it was built for (from its environment)."""
+
+    ref: str | None = None
+    cuda_version: str | None = None
+    require_cuda: str | None = None
+    compat_driver_version: str | None = None
+
+    def key(self) -> str | None:
+        return self.ref
+
+
+@dataclass
+class Containers:
+    """Container engines and the NVIDIA Container Toolkit."""
+
+    docker: Docker | None = None
+    podman_version: str | None = None
+    toolkit_version: str | None = None
+    container_cli_version: str | None = None
+    runtime_hook: bool | None = None
+    cdi_specs: list[str] | None = None
+    images: list[ContainerImage] = field(default_factory=list)
+
+
+@dataclass
+class PythonPackage:
+    """An installed Python distribution, read from its metadata, never imported."""
+
+    name: str | None = None
+    version: str | None = None
+    location: str | None = None
+    cuda_version: str | None = None
+    cuda_archs: list[str] | None = None
+
+    def key(self) -> str | None:
+        if self.name is None:
+            return None
+        return f"{self.name}@{self.location}" if self.location else self.name
+
+
+@dataclass
+class LlamaCppBuild:
+    """A llama.cpp build: its version and the CUDA architectures it was compiled for.
+
+    `cuda_archs` are as system_info prints them ("890", "1200"); `cmake_cuda_architectures` is the
+    CMake list it was configured with ("86;89;120a").
+    """
+
+    path: str | None = None
+    version: str | None = None
+    commit: str | None = None
+    cuda: bool | None = None
+    cuda_archs: list[str] | None = None
+    cmake_cuda_architectures: str | None = None
+    cuda_compiler_version: str | None = None
+    compression_mode: str | None = None
+    blackwell_native_fp4: bool | None = None
+
+    def key(self) -> str | None:
+        return self.path or (f"version:{self.version}" if self.version else None)
+
+
+@dataclass
+class ProbeResult:
+    """How one probe or input went: ok, absent (tool not there), failed, or unparsed."""
+
+    name: str
+    status: str
+    detail: str | None = None
+
+    def key(self) -> str | None:
+        return f"{self.name}:{self.status}:{self.detail}"
+
+
+@dataclass
+class HostFacts:
+    """Everything known about one host. `sources` names where the facts came from."""
+
+    schema_version: int = FACTS_SCHEMA_VERSION
+    sources: list[str] = field(default_factory=list)
+    system: System = field(default_factory=System)
+    driver: Driver = field(default_factory=Driver)
+    modules: KernelModules = field(default_factory=KernelModules)
+    gpus: list[Gpu] = field(default_factory=list)
+    toolkits: list[Toolkit] = field(default_factory=list)
+    compat: list[CompatLibrary] = field(default_factory=list)
+    containers: Containers = field(default_factory=Containers)
+    python: list[PythonPackage] = field(default_factory=list)
+    llamacpp: list[LlamaCppBuild] = field(default_factory=list)
+    probes: list[ProbeResult] = field(default_factory=list)
+
+
+def normalise_bus_id(bus_id: str) -> str:
+    """PCI bus ids appear as 00000000:2D:00.0, 0000:2d:00.0 or 2D:00.0; compare on bus:dev.fn."""
+    value = bus_id.strip().lower()
+    parts = value.split(":")
+    return ":".join(parts[-2:]) if len(parts) >= 2 else value
+
+
+D = TypeVar("D")
+
+
+def merge(base: D, extra: D) -> D:
+    """Fill what `base` does not know from `extra`; lists of keyed items merge item by item.
+
+    `base` wins where both know a value: the first source that knew a fact keeps it.
+    """
+    if not dataclasses.is_dataclass(base) or isinstance(base, type):
+        return base if base is not None else extra
+    for f in dataclasses.fields(base):
+        mine = getattr(base, f.name)
+        theirs = getattr(extra, f.name)
+        if theirs is None or theirs == []:
+            continue
+        if mine is None or mine == []:
+            setattr(base, f.name, theirs)
+        elif dataclasses.is_dataclass(mine):
+            merge(mine, theirs)
+        elif isinstance(mine, list):
+            setattr(base, f.name, _merge_lists(mine, theirs))
+    return base
+
+
+def _merge_lists(mine: list[Any], theirs: list[Any]) -> list[Any]:
+    if not mine or not hasattr(mine[0], "key"):
+        return mine + [item for item in theirs if item not in mine]
+    by_key = {item.key(): item for item in mine if item.key() is not None}
+    out = list(mine)
+    for item in theirs:
+        match = by_key.get(item.key()) if item.key() is not None else None
+        if match is None and isinstance(item, Gpu):
+            match = _same_gpu(out, item)
+        if match is None:
+            out.append(item)
+            if item.key() is not None:
+                by_key[item.key()] = item
+        else:
+            merge(match, item)
+    return out
+
+
+def _same_gpu(gpus: list[Any], gpu: Gpu) -> Gpu | None:
+    """GPUs from different outputs share no key when one lacks a bus id: match index, then name."""
+    for other in gpus:
+        if gpu.index is not None and other.index == gpu.index:
+            if gpu.name is None or other.name is None or gpu.name == other.name:
+                return typing.cast(Gpu, other)
+    if gpu.index is None and gpu.name is not None:
+        same = [g for g in gpus if g.name == gpu.name]
+        if len(same) == 1 and len(gpus) == 1:
+            return typing.cast(Gpu, same[0])
+    return None
+
+
+def to_dict(facts: Any) -> Any:
+    """Facts as plain JSON-ready data."""
+    return dataclasses.asdict(facts)
+
+
+T = TypeVar("T")
+
+
+def from_dict(cls: type[T], data: Any) -> T:
+    """Build `cls` from plain data, ignoring unknown keys; raises ValueError on wrong shapes."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{cls.__name__}: expected an object, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.name in data:
+            kwargs[f.name] = _convert(hints[f.name], data[f.name], f"{cls.__name__}.{f.name}")
+    return cls(**kwargs)
+
+
+def _convert(hint: Any, value: Any, where: str) -> Any:
+    if value is None:
+        return None
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(hint) if a is not type(None)]
+        return _convert(inner[0], value, where)
+    if origin is list:
+        if not isinstance(value, list):
+            raise ValueError(f"{where}: expected a list")
+        (item,) = typing.get_args(hint)
+        return [_convert(item, v, where) for v in value]
+    if dataclasses.is_dataclass(hint):
+        return from_dict(typing.cast(type, hint), value)
+    if hint is bool and not isinstance(value, bool):
+        raise ValueError(f"{where}: expected true or false")
+    if hint is int and (not isinstance(value, int) or isinstance(value, bool)):
+        raise ValueError(f"{where}: expected an integer")
+    if hint is str and not isinstance(value, str):
+        raise ValueError(f"{where}: expected a string")
+    return value

@@ -1,0 +1,141 @@
+"""The known-bad matrix as data: rules from checks/rules/*.toml, tables from checks/data/*.toml."""
+
+from __future__ import annotations
+
+import functools
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from checks import versions
+
+HERE = Path(__file__).parent
+RULES_DIR = HERE / "rules"
+DATA_DIR = HERE / "data"
+SEVERITIES = ("error", "warning", "info")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One matrix rule. `check` names the evaluator; `params` are its data."""
+
+    id: str
+    title: str
+    severity: str
+    check: str
+    message: str
+    fix: str
+    why: str
+    citations: tuple[str, ...]
+    symptoms: tuple[str, ...] = ()
+    params: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    area: str = ""
+
+    def docs(self) -> str:
+        """The rule's documentation as Markdown: what, why, what you see, fix, sources."""
+        lines = [f"# {self.id}: {self.title}", "", f"Severity: {self.severity}", "", "## Why"]
+        lines += ["", self.why.strip(), ""]
+        if self.symptoms:
+            lines += ["## What you see", ""] + [f"    {s}" for s in self.symptoms] + [""]
+        fix = re.sub(r"\{(\w+)\}", r"<\1>", self.fix.strip())
+        lines += ["## Fix", "", fix, "", "## Sources", ""]
+        lines += [f"- {c}" for c in self.citations]
+        return "\n".join(lines) + "\n"
+
+
+@functools.cache
+def rules() -> tuple[Rule, ...]:
+    """Every rule, ordered by ID."""
+    out = []
+    for path in sorted(RULES_DIR.glob("*.toml")):
+        for raw in tomllib.loads(path.read_text())["rule"]:
+            out.append(
+                Rule(
+                    id=raw["id"],
+                    title=raw["title"],
+                    severity=raw["severity"],
+                    check=raw["check"],
+                    message=raw["message"],
+                    fix=raw["fix"],
+                    why=raw["why"],
+                    citations=tuple(raw["citations"]),
+                    symptoms=tuple(raw.get("symptoms", ())),
+                    params=raw.get("params", {}),
+                    area=path.stem,
+                )
+            )
+    return tuple(sorted(out, key=lambda r: r.id))
+
+
+def rule(rule_id: str) -> Rule | None:
+    """The rule with this ID (case-insensitive), or None."""
+    wanted = rule_id.strip().upper()
+    return next((r for r in rules() if r.id == wanted), None)
+
+
+@functools.cache
+def table(name: str) -> dict[str, Any]:
+    """A data table from checks/data/<name>.toml."""
+    return tomllib.loads((DATA_DIR / f"{name}.toml").read_text())
+
+
+def cuda_releases() -> list[tuple[Version, Version]]:
+    """(CUDA release, minimum driver) pairs, oldest first."""
+    pairs = [
+        (Version(cuda), versions.driver(drv))
+        for cuda, drv in table("cuda")["releases"].items()
+    ]
+    return sorted((c, d) for c, d in pairs if d is not None)
+
+
+def release_minimum(cuda: Version) -> Version | None:
+    """The driver the X.Y release of `cuda` ships with (its GA minimum)."""
+    wanted = Version(f"{cuda.major}.{cuda.minor}")
+    for release, minimum in cuda_releases():
+        if Version(f"{release.major}.{release.minor}") == wanted:
+            return minimum
+    return None
+
+
+def family_minimum(cuda: Version) -> Version | None:
+    """The oldest driver of `cuda`'s major family (minor-version compatibility)."""
+    value = table("cuda")["family_minimum"].get(str(cuda.major))
+    return versions.driver(value) if value else None
+
+
+def driver_cuda(driver: Version) -> Version | None:
+    """The newest CUDA X.Y whose GA driver minimum `driver` meets."""
+    best = None
+    for release, minimum in cuda_releases():
+        if driver >= minimum:
+            best = Version(f"{release.major}.{release.minor}")
+    return best
+
+
+def cuda_minimum_driver(cuda: Version) -> Version | None:
+    """The driver needed for CUDA X.Y, falling back to the family minimum for unknown releases."""
+    return release_minimum(cuda) or family_minimum(cuda)
+
+
+def arch_info(cc: str) -> dict[str, str] | None:
+    """first_cuda / last_cuda / cmake for a compute capability, from archs.toml."""
+    info: dict[str, str] | None = table("archs")["compute_capability"].get(cc)
+    return info
+
+
+def torch_targets(torch_version: str, cuda: Version) -> tuple[list[str], list[str]] | None:
+    """(sass, ptx) compute capabilities of the PyTorch wheel `torch_version` for CUDA X.Y."""
+    base = versions.parse(torch_version.split("+")[0])
+    if base is None:
+        return None
+    for wheel in table("torch_wheels")["wheel"]:
+        if Version(wheel["cuda"]) == Version(f"{cuda.major}.{cuda.minor}") and base in SpecifierSet(
+            wheel["torch"]
+        ):
+            return list(wheel["sass"]), list(wheel.get("ptx", []))
+    return None

@@ -1,0 +1,166 @@
+"""What to build and pull for a host: llama.cpp arch flags, an nvcc, a vLLM image family, a wheel.
+
+Each recommendation names the rules and tables that drove it, so it can be checked by hand.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from packaging.version import Version
+
+from checks import coverage, matrix, versions
+from checks.conditions import gpus_with_cc, host_driver, host_driver_cuda
+from checks.facts import HostFacts
+
+# Known-bad nvcc releases per compute capability (rules LCPP-001 and LCPP-002).
+_BAD_NVCC = {(12, 1): ("LCPP-001", ("13.0",), ()), (12, 0): ("LCPP-002", ("13.2",), ("13.2.2",))}
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """`value` is what to use; `detail` says why; `basis` names rules and tables."""
+
+    topic: str
+    value: str
+    detail: str
+    basis: tuple[str, ...] = field(default_factory=tuple)
+
+
+def recommend(facts: HostFacts) -> list[Recommendation]:
+    return [llama_cpp_flags(facts), nvcc(facts), vllm_image(facts), torch_index(facts)]
+
+
+def _ccs(facts: HostFacts) -> list[tuple[int, int]]:
+    return sorted({cc for _, cc in gpus_with_cc(facts)})
+
+
+def _unknown_cc(facts: HostFacts) -> bool:
+    return any(coverage.cc_tuple(g.compute_capability) is None for g in facts.gpus)
+
+
+def llama_cpp_flags(facts: HostFacts) -> Recommendation:
+    topic = "llama.cpp CMake flags"
+    if not facts.gpus:
+        return Recommendation(
+            topic, "-DGGML_CUDA=OFF", "no NVIDIA GPU found: build CPU-only", ("GPU-001",)
+        )
+    if _unknown_cc(facts):
+        return Recommendation(
+            topic, "unknown", "the compute capability of some GPU is unknown", ("table:archs",)
+        )
+    archs = []
+    for major, minor in _ccs(facts):
+        info = matrix.arch_info(f"{major}.{minor}")
+        archs.append(info["cmake"] if info else f"{major}{minor}")
+    value = f"-DGGML_CUDA=ON -DGGML_NATIVE=OFF -DCMAKE_CUDA_ARCHITECTURES={';'.join(archs)}"
+    detail = "only the architectures this host's GPUs need; Blackwell needs the 'a' targets"
+    return Recommendation(topic, value, detail, ("table:archs", "ARCH-002", "LCPP-003"))
+
+
+def _candidates() -> list[tuple[Version, Version]]:
+    return matrix.cuda_releases()
+
+
+def _allowed(release: Version, ccs: list[tuple[int, int]]) -> tuple[bool, str | None]:
+    """Whether nvcc `release` can build for every compute capability; else the rule against it."""
+    short = Version(f"{release.major}.{release.minor}")
+    for cc in ccs:
+        info = matrix.arch_info(f"{cc[0]}.{cc[1]}")
+        if info is None:
+            continue
+        if short < Version(info["first_cuda"]):
+            return False, "table:archs"
+        if "last_cuda" in info and short > Version(info["last_cuda"]):
+            return False, "table:archs"
+        bad = _BAD_NVCC.get(cc)
+        if bad and str(short) in bad[1] and str(release) not in bad[2]:
+            return False, bad[0]
+    return True, None
+
+
+def nvcc(facts: HostFacts) -> Recommendation:
+    topic = "CUDA toolkit (nvcc) for building"
+    ccs = _ccs(facts)
+    if not facts.gpus:
+        return Recommendation(topic, "none needed", "CPU-only build", ("GPU-001",))
+    if _unknown_cc(facts):
+        return Recommendation(topic, "unknown", "GPU compute capability unknown", ("table:archs",))
+    basis = {"table:cuda", "table:archs"}
+    usable = []
+    for release, minimum in _candidates():
+        ok, rule = _allowed(release, ccs)
+        if rule:
+            basis.add(rule)
+        if ok:
+            usable.append((release, minimum))
+    if not usable:
+        return Recommendation(topic, "none", "no CUDA release builds for all these GPUs", ())
+    driver = host_driver(facts)
+    runnable = [(r, m) for r, m in usable if driver is None or m <= driver[1]]
+    if runnable:
+        release, minimum = runnable[-1]
+        detail = f"newest release that builds for every GPU here and runs on driver {driver[0]}" if (
+            driver
+        ) else "newest release that builds for every GPU here (driver unknown)"
+    else:
+        release, minimum = usable[0]
+        detail = f"needs driver {minimum} or newer: upgrade the driver first"
+        basis.add("DRV-001")
+    installed = [t for t in facts.toolkits if _toolkit_ok(t.release, ccs)]
+    if installed:
+        detail += f"; installed and good: {', '.join(t.path or str(t.release) for t in installed)}"
+    return Recommendation(topic, f"CUDA {release}", detail, tuple(sorted(basis)))
+
+
+def _toolkit_ok(release_text: str | None, ccs: list[tuple[int, int]]) -> bool:
+    release = versions.release(release_text)
+    if release is None:
+        return False
+    return _allowed(release, ccs)[0] and str(release) not in ("13.2",)
+
+
+def vllm_image(facts: HostFacts) -> Recommendation:
+    topic = "vLLM image family"
+    if not facts.gpus:
+        return Recommendation(topic, "none", "no NVIDIA GPU found", ("GPU-001",))
+    driver_cuda = host_driver_cuda(facts)
+    if driver_cuda is None:
+        return Recommendation(topic, "unknown", "driver version unknown", ("table:vllm_images",))
+    basis = ("table:vllm_images", "CTR-001", "CTR-002")
+    for family in matrix.table("vllm_images")["family"]:
+        if Version(family["cuda"]) <= driver_cuda:
+            detail = f"driver supports CUDA {driver_cuda}; {family['tag']}"
+            return Recommendation(topic, family["name"], detail, basis)
+    oldest = matrix.table("vllm_images")["family"][-1]
+    minimum = matrix.cuda_minimum_driver(Version(oldest["cuda"]))
+    detail = f"driver supports CUDA {driver_cuda}; current images need driver {minimum} or newer"
+    return Recommendation(topic, "none (upgrade the driver)", detail, basis)
+
+
+def torch_index(facts: HostFacts) -> Recommendation:
+    topic = "PyTorch wheel index"
+    if not facts.gpus:
+        return Recommendation(
+            topic, "https://download.pytorch.org/whl/cpu", "no NVIDIA GPU found", ("GPU-001",)
+        )
+    if _unknown_cc(facts):
+        return Recommendation(topic, "unknown", "GPU compute capability unknown", ("table:torch",))
+    ccs = _ccs(facts)
+    driver_cuda = host_driver_cuda(facts)
+    basis = ("table:torch_wheels", "ARCH-001", "ARCH-003")
+    newest_first = sorted(
+        matrix.table("torch_wheels")["wheel"], key=lambda w: Version(w["cuda"]), reverse=True
+    )
+    for wheel in newest_first:
+        targets = coverage.from_versions(wheel["sass"], wheel.get("ptx", []))
+        if not all(coverage.covers(targets, cc) for cc in ccs):
+            continue
+        if driver_cuda is not None and Version(wheel["cuda"]) > driver_cuda:
+            continue
+        tag = "cu" + wheel["cuda"].replace(".", "")
+        detail = f"torch{wheel['torch']} built with CUDA {wheel['cuda']} covers every GPU here"
+        return Recommendation(topic, f"https://download.pytorch.org/whl/{tag}", detail, basis)
+    return Recommendation(
+        topic, "none", "no published wheel covers these GPUs on this driver", basis
+    )

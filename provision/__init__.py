@@ -1,0 +1,1 @@
+"""How hosts converge: the command line, the deploys and the gate."""

@@ -1,0 +1,154 @@
+"""The gpuprov command line: check, facts, rules.
+
+Exit codes: 0 clean, 1 a finding reached --fail-on, 2 usage errors or unreadable input.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import Enum
+from typing import Annotated
+
+import typer
+
+from checks.facts import HostFacts, to_dict
+
+app = typer.Typer(
+    name="gpuprov",
+    help="Check, explain and provision NVIDIA GPU boxes for LLM inference.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+class FailOn(str, Enum):
+    error = "error"
+    warning = "warning"
+    info = "info"
+    never = "never"
+
+
+FromOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--from",
+        help="Build the facts from captured outputs or a facts JSON instead of probing "
+        "('-' reads stdin). Several files merge into one host.",
+        metavar="FILE...",
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (versioned schema).")]
+RedactOption = Annotated[
+    bool, typer.Option("--redact", help="Drop serials, UUIDs and hostnames from the output.")
+]
+
+
+def _fail(message: str) -> typer.Exit:
+    print(f"gpuprov: {message}", file=sys.stderr)
+    return typer.Exit(2)
+
+
+def _facts(sources: list[str] | None) -> HostFacts:
+    if sources:
+        from checks import capture
+
+        try:
+            return capture.load(sources)
+        except capture.CaptureError as exc:
+            raise _fail(str(exc)) from None
+    from checks import gather
+
+    return gather.gather()
+
+
+@app.command()
+def check(
+    from_: FromOption = None,
+    json_: JsonOption = False,
+    fail_on: Annotated[
+        FailOn, typer.Option("--fail-on", help="Exit 1 when a finding is this severe or worse.")
+    ] = FailOn.error,
+    redact: RedactOption = False,
+) -> None:
+    """Check this host (or captured outputs) against the known-bad matrix."""
+    from checks import engine, report
+
+    result = report.build(_facts(from_))
+    if json_:
+        data = result.to_json()
+        if redact:
+            from provision.redact import redact as scrub
+
+            data = scrub(data)
+        print(json.dumps(data, indent=2))
+    else:
+        from provision import render
+
+        render.report(result, redacted=redact)
+    if engine.reaches(result.findings, fail_on.value):
+        raise typer.Exit(1)
+
+
+@app.command()
+def facts(from_: FromOption = None, json_: JsonOption = False, redact: RedactOption = False) -> None:
+    """Print the gathered facts (attach them to bug reports with --json --redact)."""
+    from checks import gpus
+
+    gathered = gpus.enrich(_facts(from_))
+    data = to_dict(gathered)
+    if redact:
+        from provision.redact import redact as scrub
+
+        data = scrub(data)
+    if json_:
+        print(json.dumps(data, indent=2))
+    else:
+        from provision import render
+
+        render.facts(gathered, redacted=redact)
+
+
+@app.command()
+def rules(
+    rule_id: Annotated[str | None, typer.Argument(help="Show one rule's docs and sources.")] = None,
+    json_: JsonOption = False,
+) -> None:
+    """List the known-bad matrix rules, or show one rule."""
+    from checks import matrix
+    from provision import render
+
+    if rule_id is None:
+        if json_:
+            print(json.dumps([render.rule_json(r) for r in matrix.rules()], indent=2))
+        else:
+            render.rule_list(matrix.rules())
+        return
+    found = matrix.rule(rule_id)
+    if found is None:
+        raise _fail(f"no rule {rule_id!r}; `gpuprov rules` lists them")
+    if json_:
+        print(json.dumps(render.rule_json(found), indent=2))
+    else:
+        render.rule_docs(found)
+
+
+def expand_from(argv: list[str]) -> list[str]:
+    """Let `--from a b c` mean `--from a --from b --from c` (click options take one value)."""
+    out: list[str] = []
+    collecting = False
+    for arg in argv:
+        if arg == "--from":
+            collecting = True
+            continue
+        if collecting and (arg == "-" or not arg.startswith("-")):
+            out += ["--from", arg]
+            continue
+        collecting = False
+        out.append(arg)
+    return out
+
+
+def main() -> None:
+    app(args=expand_from(sys.argv[1:]), prog_name="gpuprov")

@@ -1,0 +1,188 @@
+"""Rich rendering of facts, findings, recommendations and rules. Data goes to stdout."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from checks.engine import Finding
+from checks.facts import HostFacts
+from checks.matrix import Rule
+from checks.report import Report
+
+UNKNOWN = "[dim]unknown[/dim]"
+STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+AREA_TITLES = {
+    "driver": "Driver",
+    "host": "Host and kernel",
+    "container": "Containers",
+    "arch": "Architectures and binaries",
+    "llamacpp": "llama.cpp",
+}
+
+
+def _console() -> Console:
+    return Console(highlight=False, soft_wrap=False)
+
+
+def _v(value: Any) -> str:
+    if value is None:
+        return UNKNOWN
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list):
+        return escape(", ".join(str(v) for v in value)) if value else "none"
+    return escape(str(value))
+
+
+def _kv(title: str, rows: Iterable[tuple[str, Any]]) -> Table:
+    table = Table(title=title, title_justify="left", show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold", min_width=22)
+    table.add_column()
+    for key, value in rows:
+        table.add_row(key, _v(value))
+    return table
+
+
+def facts(f: HostFacts, redacted: bool = False) -> None:
+    """The facts, grouped by area; unknown values say so."""
+    out = _console()
+    out.print(f"[bold]Sources:[/bold] {escape(', '.join(f.sources)) or 'none'}")
+    s, d, m = f.system, f.driver, f.modules
+    nouveau = None if m.loaded is None else "nouveau" in m.loaded
+    out.print(
+        _kv(
+            "System",
+            [
+                ("hostname", "<redacted>" if redacted else s.hostname),
+                ("OS", s.os_pretty or (f"{s.os_id} {s.os_version}" if s.os_id else None)),
+                ("kernel", s.kernel_release),
+                ("architecture", s.machine),
+                ("glibc", s.glibc),
+                ("Secure Boot", s.secure_boot),
+            ],
+        )
+    )
+    out.print(
+        _kv(
+            "NVIDIA driver",
+            [
+                ("driver", d.version),
+                ("driver CUDA", d.cuda_version),
+                ("kernel module", d.kernel_module_version),
+                ("module flavour", d.kernel_module_flavour or m.nvidia_license),
+                ("NVML", d.nvml_error or d.nvml_library_version),
+                ("nvidia-smi error", d.smi_error) if d.smi_error else ("nvidia-smi", "ok"),
+                ("persistence daemon", d.persistenced_running),
+                ("nouveau loaded", nouveau),
+            ],
+        )
+    )
+    gpus = Table(title=f"GPUs ({len(f.gpus)})", title_justify="left")
+    for col in ("#", "name", "CC", "VRAM MiB", "class", "arch", "bus id", "MIG"):
+        gpus.add_column(col)
+    for g in f.gpus:
+        gpus.add_row(
+            _v(g.index), _v(g.name), _v(g.compute_capability), _v(g.memory_total_mib),
+            _v(g.brand_class), _v(g.architecture), _v(g.pci_bus_id), _v(g.mig_mode),
+        )
+    out.print(gpus if f.gpus else "[bold]GPUs:[/bold] none found")
+    toolkits = [(t.path or "nvcc", f"{_v(t.version)} ({_v(t.source)})") for t in f.toolkits]
+    out.print(_kv("CUDA toolkits", toolkits or [("nvcc", "none found")]))
+    c = f.containers
+    docker = c.docker
+    out.print(
+        _kv(
+            "Containers",
+            [
+                ("docker client", docker.client_version if docker else "not installed"),
+                ("docker daemon", (docker.server_error or docker.server_version) if docker else None),
+                ("docker runtimes", docker.runtimes if docker else None),
+                ("CDI devices", docker.cdi_devices if docker else None),
+                ("podman", c.podman_version),
+                ("container toolkit", c.toolkit_version),
+                ("runtime hook", c.runtime_hook),
+                ("CDI specs", c.cdi_specs),
+            ],
+        )
+    )
+    if f.compat:
+        out.print(_kv("CUDA compat libraries", [(x.path or x.package or "", x.driver_version)
+                                                 for x in f.compat]))
+    py = [(p.name or "", f"{_v(p.version)}  {_v(p.location)}") for p in f.python]
+    out.print(_kv("Python ML packages", py or [("packages", "none found")]))
+    builds = [
+        (b.path or "llama.cpp", f"version {_v(b.version)}, CUDA archs {_v(b.cuda_archs)}")
+        for b in f.llamacpp
+    ]
+    out.print(_kv("llama.cpp builds", builds or [("builds", "none found")]))
+    notes = [p for p in f.probes if p.status != "ok"]
+    if notes:
+        out.print(_kv("Probes that found nothing", [(p.name, f"{p.status}: {p.detail or ''}")
+                                                     for p in notes]))
+
+
+def _finding(out: Console, f: Finding) -> None:
+    style = STYLE[f.severity]
+    out.print(f"  [{style}]{f.severity.upper():7}[/{style}] [bold]{f.rule}[/bold] {escape(f.title)}")
+    out.print(f"          {escape(f.message)}")
+    out.print(f"          [green]Fix:[/green] {escape(f.fix)}")
+    out.print(f"          [dim]Sources: {escape(', '.join(f.citations))}[/dim]")
+
+
+def report(r: Report, redacted: bool = False) -> None:
+    """The full check report: facts, findings by area, recommendations, a summary line."""
+    facts(r.facts, redacted)
+    out = _console()
+    out.print()
+    out.rule("Findings")
+    if not r.findings:
+        out.print("  No known problem found.")
+    for area in sorted({f.area for f in r.findings}):
+        out.print(f"[bold]{AREA_TITLES.get(area, area)}[/bold]")
+        for f in (x for x in r.findings if x.area == area):
+            _finding(out, f)
+    out.rule("Recommendations")
+    table = Table(show_header=True, box=None)
+    for col in ("for", "use", "why", "based on"):
+        table.add_column(col)
+    for rec in r.recommendations:
+        table.add_row(escape(rec.topic), escape(rec.value), escape(rec.detail),
+                      escape(", ".join(rec.basis)))
+    out.print(table)
+    counts = {s: sum(1 for f in r.findings if f.severity == s) for s in STYLE}
+    out.print(
+        f"\n{counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} info."
+    )
+
+
+def rule_list(rules: Iterable[Rule]) -> None:
+    table = Table(show_header=True, box=None)
+    for col in ("id", "severity", "area", "title"):
+        table.add_column(col)
+    for r in rules:
+        table.add_row(r.id, f"[{STYLE[r.severity]}]{r.severity}[/]", r.area, escape(r.title))
+    _console().print(table)
+
+
+def rule_docs(r: Rule) -> None:
+    from rich.markdown import Markdown
+
+    _console().print(Markdown(r.docs()))
+
+
+def rule_json(r: Rule) -> dict[str, Any]:
+    return {
+        "id": r.id,
+        "title": r.title,
+        "severity": r.severity,
+        "area": r.area,
+        "why": r.why.strip(),
+        "symptoms": list(r.symptoms),
+        "fix": r.fix,
+        "citations": list(r.citations),
+    }

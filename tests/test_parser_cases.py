@@ -1,0 +1,26 @@
+"""Every parser case under tests/fixtures/probes/<module>/<case>.json, run against its parser."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import pytest
+
+from checks.facts import to_dict
+from tests.conftest import PROBE_CASES, assert_subset, load_case
+
+ALL_CASES = sorted(PROBE_CASES.glob("*/*.json"))
+
+
+@pytest.mark.parametrize("path", ALL_CASES, ids=[f"{p.parent.name}/{p.stem}" for p in ALL_CASES])
+def test_parser_case(path: Path) -> None:
+    case = load_case(path)
+    assert case.get("source"), f"{path}: every case names its source"
+    module = importlib.import_module(f"checks.parsers.{path.parent.name}")
+    parser = getattr(module, case["parser"])
+    assert_subset(case["facts"], to_dict(parser(case["text"])))
+
+
+def test_there_are_cases() -> None:
+    assert len(ALL_CASES) >= 10

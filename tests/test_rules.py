@@ -1,0 +1,115 @@
+"""Meta-tests over the known-bad matrix, and every rule's failing and passing fixture."""
+
+from __future__ import annotations
+
+import json
+import re
+import string
+from pathlib import Path
+
+import pytest
+
+from checks import conditions, engine, matrix
+from checks.facts import HostFacts, from_dict
+from tests.conftest import FIXTURES
+
+RULE_FIXTURES = FIXTURES / "rules"
+RULES = matrix.rules()
+IDS = [r.id for r in RULES]
+DOCS = Path(__file__).parent.parent / "docs" / "rules.md"
+
+
+def _load(path: Path) -> HostFacts:
+    case = json.loads(path.read_text())
+    assert case["description"], f"{path} needs a description"
+    return from_dict(HostFacts, case["facts"])
+
+
+def _facts(rule_id: str, kind: str) -> HostFacts:
+    return _load(RULE_FIXTURES / rule_id / f"{kind}.json")
+
+
+def _cases(kind: str) -> list[pytest.ParameterSet]:
+    """Every fail*.json or pass*.json: fail.json and pass.json are required, more are welcome."""
+    return [
+        pytest.param(rule, path, id=f"{rule.id}/{path.stem}")
+        for rule in RULES
+        for path in sorted((RULE_FIXTURES / rule.id).glob(f"{kind}*.json"))
+    ]
+
+
+def test_rule_count_is_pinned() -> None:
+    """Adding or removing a rule is a deliberate change: update this number with it."""
+    assert len(RULES) == 22
+
+
+def test_ids_are_unique_and_well_formed() -> None:
+    assert len(set(IDS)) == len(IDS)
+    for rule in RULES:
+        assert re.fullmatch(r"[A-Z]{2,5}-\d{3}", rule.id), rule.id
+        assert rule.id.split("-")[0].lower() in {
+            "drv", "host", "gpu", "ctr", "arch", "lcpp"
+        }, rule.id
+
+
+@pytest.mark.parametrize("rule", RULES, ids=IDS)
+def test_rule_is_complete(rule: matrix.Rule) -> None:
+    assert rule.severity in matrix.SEVERITIES
+    assert rule.check in conditions.EVALUATORS, f"{rule.id}: no evaluator {rule.check!r}"
+    assert rule.title and rule.message and rule.fix and len(rule.why.strip()) > 80
+    assert rule.citations, f"{rule.id} has no citation"
+    for citation in rule.citations:
+        assert re.match(r"https://[\w.-]+\.\w+/\S+$", citation), f"{rule.id}: {citation!r}"
+
+
+@pytest.mark.parametrize("rule", RULES, ids=IDS)
+def test_rule_has_both_fixtures(rule: matrix.Rule) -> None:
+    for kind in ("fail", "pass"):
+        assert (RULE_FIXTURES / rule.id / f"{kind}.json").is_file(), f"{rule.id}: no {kind}.json"
+
+
+@pytest.mark.parametrize(("rule", "path"), _cases("fail"))
+def test_rule_fails_on_its_failing_fixture(rule: matrix.Rule, path: Path) -> None:
+    findings = [f for f in engine.evaluate(_load(path)) if f.rule == rule.id]
+    assert findings, f"{rule.id} did not fire on its failing fixture"
+    for finding in findings:
+        assert "unknown" not in finding.message, finding.message
+        assert finding.severity == rule.severity
+
+
+@pytest.mark.parametrize(("rule", "path"), _cases("pass"))
+def test_rule_passes_on_its_passing_fixture(rule: matrix.Rule, path: Path) -> None:
+    findings = [f for f in engine.evaluate(_load(path)) if f.rule == rule.id]
+    assert not findings, [f.message for f in findings]
+
+
+@pytest.mark.parametrize("rule", RULES, ids=IDS)
+def test_placeholders_are_filled_by_the_evaluator(rule: matrix.Rule) -> None:
+    """Every {name} in message and fix is a key the evaluator yields."""
+    match = next(conditions.EVALUATORS[rule.check](_facts(rule.id, "fail"), rule.params))
+    for template in (rule.message, rule.fix):
+        names = {name for _, name, _, _ in string.Formatter().parse(template) if name}
+        assert names <= set(match), f"{rule.id}: {names - set(match)} not provided"
+
+
+def test_no_fixture_without_a_rule() -> None:
+    assert {p.name for p in RULE_FIXTURES.iterdir()} == set(IDS)
+
+
+def test_empty_facts_give_no_error() -> None:
+    """Nothing known is nothing wrong: unknown never becomes an error finding."""
+    assert not [f for f in engine.evaluate(HostFacts()) if f.severity == "error"]
+
+
+def test_docs_are_generated_from_the_rules() -> None:
+    """docs/rules.md is `python -m checks.docs`; regenerate it when rules change."""
+    from checks.docs import rules_markdown
+
+    assert DOCS.read_text() == rules_markdown()
+
+
+def test_fail_on_thresholds() -> None:
+    findings = engine.evaluate(_facts("CTR-005", "fail"))
+    assert engine.reaches(findings, "warning")
+    assert not engine.reaches(findings, "error")
+    assert not engine.reaches(findings, "never")
