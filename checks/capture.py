@@ -12,7 +12,6 @@ import re
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 from checks.facts import HostFacts, ProbeResult, from_dict, merge
 from checks.gather import PARSER_MODULES
@@ -63,7 +62,9 @@ def read(paths: Iterable[str]) -> list[Capture]:
             raise CaptureError(f"{path}: cannot read: {exc.strerror or exc}") from exc
         if len(data) > MAX_BYTES:
             raise CaptureError(f"{path}: larger than {MAX_BYTES // (1024 * 1024)} MiB")
-        captures.append(Capture("<stdin>" if path == "-" else path, data.decode("utf-8", "replace")))
+        captures.append(
+            Capture("<stdin>" if path == "-" else path, data.decode("utf-8", "replace"))
+        )
     return captures
 
 

@@ -432,9 +432,7 @@ def cmake_arch_without_suffix(facts: HostFacts, params: Mapping[str, Any]) -> It
         entries = [e for e in re.split(r"[;,\s]+", value) if e]
         plain = [e for e in entries if e.split("-")[0] in params["archs"]]
         if plain:
-            suggested = ";".join(
-                e.split("-")[0] + "a" if e in plain else e for e in entries
-            )
+            suggested = ";".join(e.split("-")[0] + "a" if e in plain else e for e in entries)
             yield {
                 "subject": f"llama.cpp build {build.path or build.version}",
                 "cmake": value,

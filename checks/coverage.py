@@ -1,8 +1,8 @@
 """Which GPU architectures a binary can run on, from the targets it was compiled for.
 
-A real target (SASS) sm_XY runs on X.Y and newer minors of major X; PTX compute_XY is JIT-compiled on
-any GPU of X.Y or newer. Arch-specific targets (120a) run on exactly that compute capability;
-family targets (120f) on the same major from that minor up.
+A real target (SASS) sm_XY runs on X.Y and newer minors of major X; PTX compute_XY is
+JIT-compiled on any GPU of X.Y or newer. Arch-specific targets (120a) run on exactly that compute
+capability; family targets (120f) on the same major from that minor up.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class Target:
 
 
 def cc_tuple(text: str | None) -> tuple[int, int] | None:
-    """"8.6" -> (8, 6); "12.0" -> (12, 0); anything else -> None."""
+    """ "8.6" -> (8, 6); "12.0" -> (12, 0); anything else -> None."""
     if not text:
         return None
     match = re.fullmatch(r"\s*(\d{1,2})\.(\d)\s*", text)
@@ -46,7 +46,7 @@ def _split_number(digits: str) -> tuple[int, int]:
 
 
 def from_cmake(value: str | None) -> list[Target] | None:
-    """CMAKE_CUDA_ARCHITECTURES ("86;89;120a-real;90-virtual"); None when native/all or unreadable."""
+    """CMAKE_CUDA_ARCHITECTURES ("86;89;120a-real"); None when native, all or unreadable."""
     if not value:
         return None
     targets: list[Target] = []
@@ -85,7 +85,9 @@ def from_names(names: list[str]) -> list[Target]:
         match = re.fullmatch(r"(sm|compute)_(\d{2,3})([af]?)", name.strip().lower())
         if match:
             major, minor = _split_number(match.group(2))
-            targets.append(Target(major, minor, ptx=match.group(1) == "compute", suffix=match.group(3)))
+            targets.append(
+                Target(major, minor, ptx=match.group(1) == "compute", suffix=match.group(3))
+            )
     return targets
 
 
@@ -107,4 +109,5 @@ def covers(targets: list[Target], cc: tuple[int, int]) -> bool:
 
 def describe(targets: list[Target]) -> str:
     """A short, stable label list: "sm_86, sm_89, compute_89"."""
-    return ", ".join(sorted({t.label() for t in targets}, key=lambda s: (s.split("_")[0], len(s), s)))
+    ordered = sorted(set(targets), key=lambda t: (t.ptx, t.major, t.minor, t.suffix))
+    return ", ".join(dict.fromkeys(t.label() for t in ordered))

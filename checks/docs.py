@@ -14,8 +14,10 @@ def rules_markdown() -> str:
     ]
     parts += [f"| [{r.id}](#{r.id.lower()}) | {r.severity} | {r.title} |\n" for r in matrix.rules()]
     for rule in matrix.rules():
-        parts.append("\n" + rule.docs().replace(f"# {rule.id}:", f"## {rule.id}:", 1)
-                     .replace("\n## ", "\n### "))
+        parts.append(
+            "\n"
+            + rule.docs().replace(f"# {rule.id}:", f"## {rule.id}:", 1).replace("\n## ", "\n### ")
+        )
     return "".join(parts)
 
 

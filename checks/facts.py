@@ -270,9 +270,9 @@ def _merge_lists(mine: list[Any], theirs: list[Any]) -> list[Any]:
 def _same_gpu(gpus: list[Any], gpu: Gpu) -> Gpu | None:
     """GPUs from different outputs share no key when one lacks a bus id: match index, then name."""
     for other in gpus:
-        if gpu.index is not None and other.index == gpu.index:
-            if gpu.name is None or other.name is None or gpu.name == other.name:
-                return typing.cast(Gpu, other)
+        same_name = gpu.name is None or other.name is None or gpu.name == other.name
+        if gpu.index is not None and other.index == gpu.index and same_name:
+            return typing.cast(Gpu, other)
     if gpu.index is None and gpu.name is not None:
         same = [g for g in gpus if g.name == gpu.name]
         if len(same) == 1 and len(gpus) == 1:

@@ -87,8 +87,7 @@ def table(name: str) -> dict[str, Any]:
 def cuda_releases() -> list[tuple[Version, Version]]:
     """(CUDA release, minimum driver) pairs, oldest first."""
     pairs = [
-        (Version(cuda), versions.driver(drv))
-        for cuda, drv in table("cuda")["releases"].items()
+        (Version(cuda), versions.driver(drv)) for cuda, drv in table("cuda")["releases"].items()
     ]
     return sorted((c, d) for c, d in pairs if d is not None)
 

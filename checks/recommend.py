@@ -100,9 +100,11 @@ def nvcc(facts: HostFacts) -> Recommendation:
     runnable = [(r, m) for r, m in usable if driver is None or m <= driver[1]]
     if runnable:
         release, minimum = runnable[-1]
-        detail = f"newest release that builds for every GPU here and runs on driver {driver[0]}" if (
-            driver
-        ) else "newest release that builds for every GPU here (driver unknown)"
+        detail = (
+            f"newest release that builds for every GPU here and runs on driver {driver[0]}"
+            if (driver)
+            else "newest release that builds for every GPU here (driver unknown)"
+        )
     else:
         release, minimum = usable[0]
         detail = f"needs driver {minimum} or newer: upgrade the driver first"

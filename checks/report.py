@@ -35,5 +35,5 @@ def build(facts: HostFacts) -> Report:
     """Evaluate every rule and every recommendation for `facts`."""
     from checks import gpus
 
-    gpus.enrich(facts)
-    return Report(facts, engine.evaluate(facts), recommend.recommend(facts))
+    enriched = gpus.enrich(facts)
+    return Report(enriched, engine.evaluate(enriched), recommend.recommend(enriched))

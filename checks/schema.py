@@ -40,7 +40,7 @@ def _type(hint: Any, defs: dict[str, Any]) -> dict[str, Any]:
 
 def _object(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
     hints = typing.get_type_hints(cls)
-    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    fields = dataclasses.fields(cls)
     return {
         "type": "object",
         "properties": {f.name: _type(hints[f.name], defs) for f in fields},

@@ -79,7 +79,9 @@ def parse(text: str | None) -> Version | None:
 
 @dataclass(frozen=True)
 class KernelRelease:
-    """A Linux kernel release: 6.8.0-45-generic -> version 6.8.0, abi 45, flavour "generic"."""
+    """A Linux kernel release: 6.8.0-45-generic -> version 6.8.0, abi 45, flavour "generic".
+
+    The flavour is everything after the ABI number: "fc41.x86_64", "microsoft-standard-WSL2"."""
 
     version: Version
     abi: int | None
@@ -101,5 +103,5 @@ def kernel(text: str | None) -> KernelRelease | None:
         return None
     major, minor, patch, abi, rest = match.groups()
     version = Version(f"{major}.{minor}.{patch or 0}")
-    flavour = rest.lstrip("-.").split("-")[-1] if rest.strip("-.") else None
+    flavour = rest.lstrip("-.") or None
     return KernelRelease(version, int(abi) if abi else None, flavour or None)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated
 
 import typer
@@ -23,7 +23,7 @@ app = typer.Typer(
 )
 
 
-class FailOn(str, Enum):
+class FailOn(StrEnum):
     error = "error"
     warning = "warning"
     info = "info"
@@ -92,7 +92,9 @@ def check(
 
 
 @app.command()
-def facts(from_: FromOption = None, json_: JsonOption = False, redact: RedactOption = False) -> None:
+def facts(
+    from_: FromOption = None, json_: JsonOption = False, redact: RedactOption = False
+) -> None:
     """Print the gathered facts (attach them to bug reports with --json --redact)."""
     from checks import gpus
 

@@ -87,8 +87,14 @@ def facts(f: HostFacts, redacted: bool = False) -> None:
         gpus.add_column(col)
     for g in f.gpus:
         gpus.add_row(
-            _v(g.index), _v(g.name), _v(g.compute_capability), _v(g.memory_total_mib),
-            _v(g.brand_class), _v(g.architecture), _v(g.pci_bus_id), _v(g.mig_mode),
+            _v(g.index),
+            _v(g.name),
+            _v(g.compute_capability),
+            _v(g.memory_total_mib),
+            _v(g.brand_class),
+            _v(g.architecture),
+            _v(g.pci_bus_id),
+            _v(g.mig_mode),
         )
     out.print(gpus if f.gpus else "[bold]GPUs:[/bold] none found")
     toolkits = [(t.path or "nvcc", f"{_v(t.version)} ({_v(t.source)})") for t in f.toolkits]
@@ -100,7 +106,10 @@ def facts(f: HostFacts, redacted: bool = False) -> None:
             "Containers",
             [
                 ("docker client", docker.client_version if docker else "not installed"),
-                ("docker daemon", (docker.server_error or docker.server_version) if docker else None),
+                (
+                    "docker daemon",
+                    (docker.server_error or docker.server_version) if docker else None,
+                ),
                 ("docker runtimes", docker.runtimes if docker else None),
                 ("CDI devices", docker.cdi_devices if docker else None),
                 ("podman", c.podman_version),
@@ -111,8 +120,12 @@ def facts(f: HostFacts, redacted: bool = False) -> None:
         )
     )
     if f.compat:
-        out.print(_kv("CUDA compat libraries", [(x.path or x.package or "", x.driver_version)
-                                                 for x in f.compat]))
+        out.print(
+            _kv(
+                "CUDA compat libraries",
+                [(x.path or x.package or "", x.driver_version) for x in f.compat],
+            )
+        )
     py = [(p.name or "", f"{_v(p.version)}  {_v(p.location)}") for p in f.python]
     out.print(_kv("Python ML packages", py or [("packages", "none found")]))
     builds = [
@@ -122,13 +135,19 @@ def facts(f: HostFacts, redacted: bool = False) -> None:
     out.print(_kv("llama.cpp builds", builds or [("builds", "none found")]))
     notes = [p for p in f.probes if p.status != "ok"]
     if notes:
-        out.print(_kv("Probes that found nothing", [(p.name, f"{p.status}: {p.detail or ''}")
-                                                     for p in notes]))
+        out.print(
+            _kv(
+                "Probes that found nothing",
+                [(p.name, f"{p.status}: {p.detail or ''}") for p in notes],
+            )
+        )
 
 
 def _finding(out: Console, f: Finding) -> None:
     style = STYLE[f.severity]
-    out.print(f"  [{style}]{f.severity.upper():7}[/{style}] [bold]{f.rule}[/bold] {escape(f.title)}")
+    out.print(
+        f"  [{style}]{f.severity.upper():7}[/{style}] [bold]{f.rule}[/bold] {escape(f.title)}"
+    )
     out.print(f"          {escape(f.message)}")
     out.print(f"          [green]Fix:[/green] {escape(f.fix)}")
     out.print(f"          [dim]Sources: {escape(', '.join(f.citations))}[/dim]")
@@ -151,8 +170,9 @@ def report(r: Report, redacted: bool = False) -> None:
     for col in ("for", "use", "why", "based on"):
         table.add_column(col)
     for rec in r.recommendations:
-        table.add_row(escape(rec.topic), escape(rec.value), escape(rec.detail),
-                      escape(", ".join(rec.basis)))
+        table.add_row(
+            escape(rec.topic), escape(rec.value), escape(rec.detail), escape(", ".join(rec.basis))
+        )
     out.print(table)
     counts = {s: sum(1 for f in r.findings if f.severity == s) for s in STYLE}
     out.print(

@@ -14,7 +14,7 @@ PROBE_CASES = FIXTURES / "probes"
 
 
 def load_case(path: Path) -> dict[str, Any]:
-    """A parser case: {source, parser, output | output_file, facts}; output_file is fixtures-relative."""
+    """A parser case: {source, parser, output | output_file, facts}; paths are fixtures-relative."""
     case: dict[str, Any] = json.loads(path.read_text())
     if "output_file" in case:
         case["text"] = (FIXTURES / case["output_file"]).read_text(errors="replace")
@@ -24,7 +24,7 @@ def load_case(path: Path) -> dict[str, Any]:
 
 
 def assert_subset(expected: Any, actual: Any, where: str = "facts") -> None:
-    """Every key in `expected` matches `actual`; lists compare item by item and must be equal length."""
+    """Every key in `expected` matches `actual`; lists match item by item, with equal length."""
     if isinstance(expected, dict):
         assert isinstance(actual, dict), f"{where}: expected an object, got {actual!r}"
         for key, value in expected.items():
@@ -32,7 +32,9 @@ def assert_subset(expected: Any, actual: Any, where: str = "facts") -> None:
             assert_subset(value, actual[key], f"{where}.{key}")
     elif isinstance(expected, list) and expected and isinstance(expected[0], dict):
         assert isinstance(actual, list), f"{where}: expected a list, got {actual!r}"
-        assert len(expected) == len(actual), f"{where}: {len(actual)} items, expected {len(expected)}"
+        assert len(expected) == len(actual), (
+            f"{where}: {len(actual)} items, expected {len(expected)}"
+        )
         for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
             assert_subset(e, a, f"{where}[{i}]")
     else:

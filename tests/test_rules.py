@@ -47,9 +47,9 @@ def test_ids_are_unique_and_well_formed() -> None:
     assert len(set(IDS)) == len(IDS)
     for rule in RULES:
         assert re.fullmatch(r"[A-Z]{2,5}-\d{3}", rule.id), rule.id
-        assert rule.id.split("-")[0].lower() in {
-            "drv", "host", "gpu", "ctr", "arch", "lcpp"
-        }, rule.id
+        assert rule.id.split("-")[0].lower() in {"drv", "host", "gpu", "ctr", "arch", "lcpp"}, (
+            rule.id
+        )
 
 
 @pytest.mark.parametrize("rule", RULES, ids=IDS)

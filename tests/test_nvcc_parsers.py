@@ -1,0 +1,53 @@
+"""The nvcc probe and parsers: real captures, probe sections, and the probe run on this machine."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from checks.parsers import nvcc
+from tests.conftest import FIXTURES, REAL
+
+
+def _run(command: str) -> str:
+    done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout + done.stderr
+
+
+def test_detects_real_captures() -> None:
+    for path in [*REAL.glob("nvcc_version__*"), *(FIXTURES / "captures" / "nvcc").glob("*.txt")]:
+        assert nvcc.detect_nvcc(path.read_text()), path.name
+
+
+def test_detect_ignores_other_text() -> None:
+    assert not nvcc.detect_nvcc("compute capability 8.6\nnvidia-smi\n")
+
+
+def test_source_is_the_toolkit_root() -> None:
+    text = (
+        "### gpuprov:nvcc dir /usr/local/cuda-12.4/bin/nvcc\n"
+        "Cuda compilation tools, release 12.4, V12.4.131\n"
+    )
+    (toolkit,) = nvcc.parse_nvcc(text).toolkits
+    assert (toolkit.source, toolkit.path, toolkit.version) == (
+        "/usr/local/cuda-12.4",
+        "/usr/local/cuda-12.4/bin/nvcc",
+        "12.4.131",
+    )
+
+
+@pytest.mark.skipif(not shutil.which("nvcc"), reason="needs nvcc")
+def test_probe_runs_here() -> None:
+    (probe,) = nvcc.PROBES
+    facts = probe.parse(_run(probe.command))
+    by_path = {t.path: t for t in facts.toolkits}
+    assert len(by_path) == len(facts.toolkits), "deduplicated by resolved path"
+    if "/usr/local/cuda-13.0/bin/nvcc" in by_path:
+        toolkit = by_path["/usr/local/cuda-13.0/bin/nvcc"]
+        assert toolkit.release == "13.0"
+        assert toolkit.source == "/usr/local/cuda-13.0"
+        assert toolkit.gpu_archs is not None and toolkit.gpu_archs[0] == "compute_75"
+    assert any(t.source == "PATH" for t in facts.toolkits)

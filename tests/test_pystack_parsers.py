@@ -1,0 +1,47 @@
+"""The Python stack probe (metadata only) and pip list/freeze parsing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from checks.parsers import pystack
+
+
+def _dist(site: Path, dirname: str, name: str, version: str) -> None:
+    meta = site / dirname
+    meta.mkdir(parents=True)
+    (meta / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+
+
+def test_probe_reads_a_virtualenv_without_importing(tmp_path: Path) -> None:
+    site = tmp_path / "lib" / "python3.11" / "site-packages"
+    _dist(site, "torch-2.6.0+cu126.dist-info", "torch", "2.6.0+cu126")
+    _dist(site, "vllm-0.8.5.dist-info", "vllm", "0.8.5")
+    _dist(site, "torchvision-0.21.0.dist-info", "torchvision", "0.21.0")
+    # A torch package that would fail on import: the probe must never import it.
+    (site / "torch").mkdir()
+    (site / "torch" / "__init__.py").write_text("raise SystemExit('imported')\n")
+    env = {**os.environ, "VIRTUAL_ENV": str(tmp_path)}
+    (probe,) = pystack.PROBES
+    done = subprocess.run(
+        ["sh", "-c", probe.command], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert done.returncode == 0
+    found = {p.name: p for p in probe.parse(done.stdout + done.stderr).python}
+    assert found["torch"].version == "2.6.0+cu126"
+    assert found["torch"].cuda_version == "12.6"
+    assert found["torch"].location == str(site)
+    assert found["vllm"].version == "0.8.5"
+    assert "torchvision" not in found
+
+
+def test_names_are_normalised() -> None:
+    assert pystack.normalise_name("Flash_Attn") == "flash-attn"
+    assert pystack.normalise_name("llama_cpp.python") == "llama-cpp-python"
+
+
+def test_pip_detect() -> None:
+    assert pystack.detect_pip_list("torch==2.6.0\n")
+    assert not pystack.detect_pip_list("numpy==2.0\nrequests 2.31\n")
