@@ -397,27 +397,31 @@ def nvcc_known_bad(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Matc
         return
     releases = {Version(r) for r in params["releases"]}
     good = {Version(u) for u in params.get("good_updates", [])}
-    subjects: list[tuple[str, str | None]] = [
-        (f"CUDA toolkit {t.path or t.release}", t.version or t.release) for t in facts.toolkits
+    # (what, the best version known, whether that version is the toolkit update itself)
+    subjects: list[tuple[str, str | None, bool]] = [
+        (f"CUDA toolkit {t.path or t.release}", t.update or t.version or t.release, bool(t.update))
+        for t in facts.toolkits
     ]
     subjects += [
-        (f"llama.cpp build {b.path or b.version}", b.cuda_compiler_version) for b in facts.llamacpp
+        (f"llama.cpp build {b.path or b.version}", b.cuda_compiler_version, False)
+        for b in facts.llamacpp
     ]
-    for subject, nvcc in subjects:
+    for subject, nvcc, is_update in subjects:
         release = versions.release(nvcc)
         if release is None or release not in releases:
             continue
         full = versions.cuda(nvcc)
-        if full is not None and full in good:
+        if is_update and full in good:
             continue
+        unsure = bool(good) and not is_update
         yield {
             "subject": subject,
             "nvcc": str(nvcc),
             "gpu": gpu_label(gpus[0]),
             "update_note": (
-                " (nvcc's version does not tell the update: 13.2.2 is fixed,"
-                " see the toolkit's version.json)"
-                if good
+                " (nvcc's banner does not tell the update: 13.2.2 is fixed; the toolkit's"
+                " version.json says which)"
+                if unsure
                 else ""
             ),
         }

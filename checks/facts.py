@@ -83,11 +83,13 @@ class System:
 
 @dataclass
 class Toolkit:
-    """One CUDA toolkit (an nvcc). `version` is the full V-number, `release` the X.Y."""
+    """One CUDA toolkit (an nvcc). `version` is nvcc's V-number, `release` the X.Y, and `update`
+    the toolkit's own version from its version.json (13.2.2), which nvcc does not print."""
 
     path: str | None = None
     version: str | None = None
     release: str | None = None
+    update: str | None = None
     gpu_archs: list[str] | None = None
     source: str | None = None
 

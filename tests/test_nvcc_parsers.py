@@ -48,6 +48,25 @@ def test_probe_runs_here() -> None:
     if "/usr/local/cuda-13.0/bin/nvcc" in by_path:
         toolkit = by_path["/usr/local/cuda-13.0/bin/nvcc"]
         assert toolkit.release == "13.0"
-        assert toolkit.source == "/usr/local/cuda-13.0"
+        assert toolkit.source is not None and toolkit.source.startswith("/usr/local/cuda-13.0")
         assert toolkit.gpu_archs is not None and toolkit.gpu_archs[0] == "compute_75"
-    assert any(t.source == "PATH" for t in facts.toolkits)
+    assert any("PATH" in (t.source or "") for t in facts.toolkits)
+
+
+def test_a_path_wrapper_folds_into_its_toolkit() -> None:
+    """/usr/local/bin/nvcc as a wrapper script shows the same banner as the toolkit's nvcc."""
+    banner = (FIXTURES / "real" / "nvcc_version__katago-pr1115_13.0-list-gpu-arch.txt").read_text()
+    text = (
+        f"### gpuprov:nvcc PATH /usr/local/bin/nvcc\n{banner}"
+        f"### gpuprov:nvcc dir /usr/local/cuda-13.0/bin/nvcc\n{banner}"
+        f"### gpuprov:nvcc dir /opt/cuda-12.8/bin/nvcc\n"
+        "Cuda compilation tools, release 12.8, V12.8.93\n"
+        '{"cuda" : {"name" : "CUDA SDK", "version" : "12.8.1"}}\n'
+    )
+    toolkits = nvcc.parse_nvcc(text).toolkits
+    assert [t.path for t in toolkits] == [
+        "/usr/local/cuda-13.0/bin/nvcc",
+        "/opt/cuda-12.8/bin/nvcc",
+    ]
+    assert toolkits[0].source == "/usr/local/cuda-13.0 (on PATH as /usr/local/bin/nvcc)"
+    assert toolkits[1].update == "12.8.1"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from checks.facts import CompatLibrary, HostFacts
-from checks.parsers import Format
+from checks.parsers import Format, sections
 from checks.probe import Probe
 
 _PACKAGE = re.compile(
@@ -14,7 +14,6 @@ _PACKAGE = re.compile(
 )
 _DRIVER = re.compile(r"^(\d{3}\.\d{1,3}(?:\.\d{1,3})?)")
 _LIBCUDA = re.compile(r"^(?P<dir>/\S*/compat)/libcuda\.so\.(?P<version>\d{3}\.\d+(?:\.\d+)?)\s*$")
-_MARKER = re.compile(r"^### gpuprov:(\S+)\s*$", re.MULTILINE)
 _COMPAT_DIR = re.compile(r"(/[^\s:=>]*/compat)(?=/|\s|:|$)")
 
 COMPAT_COMMAND = r"""PATH=$PATH:/sbin:/usr/sbin
@@ -69,20 +68,16 @@ def parse_compat_files(text: str) -> HostFacts:
 
 def parse_compat_probe(text: str) -> HostFacts:
     """The compat probe: packages and files, joined by driver version, and the library path."""
-    sections: dict[str, str] = {}
-    markers = list(_MARKER.finditer(text))
-    for i, marker in enumerate(markers):
-        end = markers[i + 1].start() if i + 1 < len(markers) else len(text)
-        sections[marker.group(1)] = text[marker.end() : end]
-    facts = parse_compat_files(sections.get("files", ""))
-    for package in parse_compat_packages(sections.get("packages", "")).compat:
+    parts = {section.name: section.text for section in sections.split(text)}
+    facts = parse_compat_files(parts.get("files", ""))
+    for package in parse_compat_packages(parts.get("packages", "")).compat:
         same = [lib for lib in facts.compat if lib.driver_version == package.driver_version]
         if same and same[0].package is None:
             same[0].package = package.package
         else:
             facts.compat.append(package)
-    if "library-path" in sections:
-        on_path = set(_COMPAT_DIR.findall(sections["library-path"]))
+    if "library-path" in parts:
+        on_path = set(_COMPAT_DIR.findall(parts["library-path"]))
         any_on_path = bool(on_path)
         for lib in facts.compat:
             lib.on_library_path = lib.path in on_path if lib.path else any_on_path

@@ -8,7 +8,7 @@ import shlex
 from typing import Any
 
 from checks.facts import ContainerImage, Docker, Gpu, HostFacts, merge
-from checks.parsers import Format
+from checks.parsers import Format, sections
 from checks.probe import Probe
 
 _DAEMON_ERROR = re.compile(
@@ -23,7 +23,6 @@ _CLI_INFO = re.compile(r"^(NVRM version|CUDA version|Device Index|Model|Brand|GP
                        r"|Architecture):\s*(.*?)\s*$", re.MULTILINE)  # fmt: skip
 _HOOK = re.compile(r"^runtime-hook: (\S.*?)\s*$", re.MULTILINE)
 _CDI_FILE = re.compile(r"^(/\S+\.(?:ya?ml|json))\s*$", re.MULTILINE)
-_MARKER = re.compile(r"^### gpuprov:(\S+)\s*$", re.MULTILINE)
 _NULLS = ("", "(null)", "N/A")
 
 DOCKER_COMMAND = "docker info --format '{{json .}}' 2>&1"
@@ -228,11 +227,8 @@ def _cli_device_field(gpu: Gpu, key: str, value: str | None) -> None:
 def parse_toolkit_probe(text: str) -> HostFacts:
     """The container-toolkit probe: podman, nvidia-ctk, nvidia-container-cli, hook, CDI specs."""
     facts = HostFacts()
-    markers = list(_MARKER.finditer(text))
-    for i, marker in enumerate(markers):
-        end = markers[i + 1].start() if i + 1 < len(markers) else len(text)
-        body = text[marker.end() : end]
-        kind = marker.group(1)
+    for section in sections.split(text):
+        body, kind = section.text, section.name
         if kind == "podman":
             merge(facts, parse_podman_version(body))
         elif kind == "nvidia-ctk":

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from checks.facts import HostFacts, merge
-from checks.parsers import Format
+from checks.facts import HostFacts
+from checks.parsers import Format, sections
 from checks.probe import Probe
 
 # "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.65.06  Release Build ..." (open),
@@ -22,7 +22,6 @@ _MODINFO = re.compile(r"^(license|signer|version|filename):[ \t]*(.*?)\s*$", re.
 _SB_STATE = re.compile(r"^SecureBoot (enabled|disabled)\b", re.MULTILINE)
 _SB_EFIVAR = re.compile(r"^SecureBoot efivar: (\d+)\s*$", re.MULTILINE)
 _PERSISTENCED = re.compile(r"^nvidia-persistenced: (running|not running)\b", re.MULTILINE)
-_MARKER = re.compile(r"^### gpuprov:(\S+)\s*$", re.MULTILINE)
 
 EFIVAR_SECURE_BOOT = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
 
@@ -138,15 +137,7 @@ _SECTIONS = {
 
 def parse_module_probe(text: str) -> HostFacts:
     """The kernel-module probe: one section per source, each read by its own parser."""
-    facts = HostFacts()
-    markers = list(_MARKER.finditer(text))
-    for i, marker in enumerate(markers):
-        parser = _SECTIONS.get(marker.group(1))
-        if parser is None:
-            continue
-        end = markers[i + 1].start() if i + 1 < len(markers) else len(text)
-        merge(facts, parser(text[marker.end() : end]))
-    return facts
+    return sections.dispatch(text, _SECTIONS)
 
 
 def detect_proc_version(text: str) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from checks.facts import Gpu, HostFacts, LlamaCppBuild
-from checks.parsers import Format
+from checks.parsers import Format, sections
 from checks.probe import Probe
 
 _DEVICE = re.compile(
@@ -22,7 +22,6 @@ _CACHE = re.compile(
     re.MULTILINE,
 )
 _COMPILER_VERSION = re.compile(r'^set\(CMAKE_CUDA_COMPILER_VERSION "([^"]+)"\)', re.MULTILINE)
-_MARKER = re.compile(r"^### gpuprov:llamacpp (/\S.*?)\s*$", re.MULTILINE)
 
 # Candidate binaries, one per directory (llama-server, else llama-cli), deduplicated by the
 # resolved directory; a build directory's CMakeCache.txt is two levels up from bin/.
@@ -60,16 +59,15 @@ def parse_llamacpp(text: str) -> HostFacts:
     """A llama.cpp log, `--version` output, CMakeCache lines, or the probe's per-build sections."""
     facts = HostFacts()
     facts.gpus = _devices(text)
-    markers = list(_MARKER.finditer(text))
-    if not markers:
+    parts = [s for s in sections.split(text) if s.name == "llamacpp" and s.argument]
+    if not parts:
         build = _build(text)
         if build != LlamaCppBuild():
             facts.llamacpp.append(build)
         return facts
-    for i, marker in enumerate(markers):
-        end = markers[i + 1].start() if i + 1 < len(markers) else len(text)
-        build = _build(text[marker.end() : end])
-        build.path = marker.group(1)
+    for part in parts:
+        build = _build(part.text)
+        build.path = part.argument
         facts.llamacpp.append(build)
     return facts
 

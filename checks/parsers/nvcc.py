@@ -5,17 +5,21 @@ from __future__ import annotations
 import re
 
 from checks.facts import HostFacts, Toolkit
-from checks.parsers import Format
+from checks.parsers import Format, sections
 from checks.probe import Probe
 
 _RELEASE = re.compile(r"Cuda compilation tools, release (\d+\.\d+), V(\d+\.\d+(?:\.\d+)?)")
 _ARCH = re.compile(r"^\s*(compute_\d+[a-z]?)\s*$", re.MULTILINE)
-_MARKER = re.compile(r"^### gpuprov:nvcc (PATH|dir|pip) (\S.*?)\s*$", re.MULTILINE)
+_UPDATE = re.compile(r'"cuda"\s*:\s*\{[^}]*?"version"\s*:\s*"(\d+\.\d+\.\d+)"')
 _CUDA_ROOT = re.compile(r"^(/.+)/bin/nvcc$")
 
 # One section per nvcc, deduplicated by resolved path: `PATH`, the toolkit directories, and pip's
-# nvidia-cuda-nvcc wheels in python3's site directories (and an active virtualenv or conda env).
-NVCC_COMMAND = r"""seen=' '
+# nvidia-cuda-nvcc wheels in the usual site directories. The toolkit's version.json, when there is
+# one, tells the update (13.2.2) that nvcc's own banner does not.
+NVCC_COMMAND = (
+    sections.SITE_DIRS
+    + r"""
+seen=' '
 run() { if command -v timeout >/dev/null 2>&1; then timeout 15 "$@"; else "$@"; fi; }
 emit() {
   r=$(readlink -f "$2" 2>/dev/null) || r=$2
@@ -24,44 +28,61 @@ emit() {
   echo "### gpuprov:nvcc $1 $r"
   run "$r" --version 2>&1
   run "$r" --list-gpu-arch 2>&1
+  v="${r%/bin/nvcc}/version.json"
+  [ -f "$v" ] && head -c 400 "$v"
 }
 p=$(command -v nvcc 2>/dev/null) && [ -x "$p" ] && emit PATH "$p"
 for c in /usr/local/cuda/bin/nvcc /usr/local/cuda-*/bin/nvcc /opt/cuda/bin/nvcc; do
   [ -x "$c" ] && emit dir "$c"
 done
-sites=$( (command -v python3 >/dev/null 2>&1 && python3 -c 'import sys
-print("\n".join(p for p in sys.path if p.endswith(("site-packages", "dist-packages"))))'
-  for e in "$VIRTUAL_ENV" "$CONDA_PREFIX"; do
-    [ -n "$e" ] && ls -d "$e"/lib/python3*/site-packages
-  done
-) 2>/dev/null)
-IFS='
-'
-for s in $sites; do
+for s in $(site_dirs); do
   for c in "$s"/nvidia/cuda_nvcc/bin/nvcc "$s"/nvidia/cu1*/bin/nvcc; do
     [ -x "$c" ] && emit pip "$c"
   done
 done
 exit 0
 """
+)
 
 
 def parse_nvcc(text: str) -> HostFacts:
     """`nvcc --version` and/or `nvcc --list-gpu-arch` output, or the nvcc probe's sections."""
     facts = HostFacts()
-    markers = list(_MARKER.finditer(text))
-    if not markers:
+    parts = [p for p in sections.split(text) if p.name == "nvcc" and p.argument]
+    if not parts:
         toolkit = _toolkit(text)
         if toolkit.version is not None or toolkit.gpu_archs is not None:
             facts.toolkits.append(toolkit)
         return facts
-    for i, marker in enumerate(markers):
-        end = markers[i + 1].start() if i + 1 < len(markers) else len(text)
-        toolkit = _toolkit(text[marker.end() : end])
-        toolkit.path = marker.group(2)
-        toolkit.source = _source(marker.group(1), toolkit.path)
+    for part in parts:
+        via, _, path = (part.argument or "").partition(" ")
+        toolkit = _toolkit(part.text)
+        toolkit.path = path or None
+        toolkit.source = _source(via, path)
         facts.toolkits.append(toolkit)
+    facts.toolkits = _fold_path_wrappers(facts.toolkits)
     return facts
+
+
+def _fold_path_wrappers(toolkits: list[Toolkit]) -> list[Toolkit]:
+    """A PATH nvcc that is a wrapper script for a toolkit directory's nvcc is that toolkit.
+
+    Wrappers do not resolve with readlink, so they match on the same version and arch list.
+    """
+    out = []
+    for toolkit in toolkits:
+        same = [
+            other
+            for other in toolkits
+            if other is not toolkit
+            and other.source not in ("PATH", "pip")
+            and (other.version, other.gpu_archs) == (toolkit.version, toolkit.gpu_archs)
+        ]
+        if toolkit.source == "PATH" and toolkit.version is not None and same:
+            same[0].source = f"{same[0].source} (on PATH as {toolkit.path})"
+            continue
+        out.append(toolkit)
+    return out
 
 
 def _toolkit(text: str) -> Toolkit:
@@ -69,6 +90,9 @@ def _toolkit(text: str) -> Toolkit:
     match = _RELEASE.search(text)
     if match is not None:
         toolkit.release, toolkit.version = match.group(1), match.group(2)
+    update = _UPDATE.search(text)
+    if update is not None:
+        toolkit.update = update.group(1)
     archs = _ARCH.findall(text)
     if archs:
         toolkit.gpu_archs = list(dict.fromkeys(archs))

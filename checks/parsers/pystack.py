@@ -6,7 +6,7 @@ import re
 
 from checks import versions
 from checks.facts import HostFacts, PythonPackage
-from checks.parsers import Format
+from checks.parsers import Format, sections
 from checks.probe import Probe
 
 # Distribution names as they appear in dist-info directories (underscored) and as globs.
@@ -34,7 +34,6 @@ _RELEVANT = re.compile(
     r"|bitsandbytes|sglang|exllamav2|tensorrt-llm"
     r"|nvidia-(?:cuda-runtime|cuda-nvcc|cublas|cudnn|nccl)(?:-cu\d+)?)$"
 )
-_MARKER = re.compile(r"^### gpuprov:dist (/\S.*?)\s*$", re.MULTILINE)
 _META = re.compile(r"^(Name|Version): (\S+)\s*$", re.MULTILINE)
 _VERSION = r"\d[\w.+!-]*"
 # "torch==2.6.0+cu126" (freeze), "[pip3] torch==2.7.0" (collect_env), "torch   2.6.0+cu126" (list).
@@ -45,16 +44,10 @@ _PIP_LINE = re.compile(
 )
 
 _GLOBS = " ".join(f'"$d"/{pattern}.dist-info "$d"/{pattern}.egg-info' for pattern in DIST_GLOBS)
-PYSTACK_COMMAND = rf"""{{
-  for py in python3 python; do
-    command -v "$py" >/dev/null 2>&1 && "$py" -c 'import sys, site
-paths = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
-print("\n".join(paths + [site.getusersitepackages()]))' && break
-  done
-  for e in "$VIRTUAL_ENV" "$CONDA_PREFIX" "$HOME/.local"; do
-    [ -n "$e" ] && ls -d "$e"/lib/python3*/site-packages
-  done
-}} 2>/dev/null | sort -u | while IFS= read -r d; do
+PYSTACK_COMMAND = (
+    sections.SITE_DIRS
+    + rf"""
+site_dirs | sort -u | while IFS= read -r d; do
   [ -d "$d" ] || continue
   for m in {_GLOBS}; do
     for f in "$m/METADATA" "$m/PKG-INFO"; do
@@ -67,6 +60,7 @@ print("\n".join(paths + [site.getusersitepackages()]))' && break
 done
 exit 0
 """
+)
 
 
 def normalise_name(name: str) -> str:
@@ -87,11 +81,11 @@ def _package(name: str, version: str | None, location: str | None = None) -> Pyt
 def parse_dist_info(text: str) -> HostFacts:
     """The pystack probe: per distribution, its metadata directory then its Name and Version."""
     facts = HostFacts()
-    markers = list(_MARKER.finditer(text))
-    for i, marker in enumerate(markers):
-        end = markers[i + 1].start() if i + 1 < len(markers) else len(text)
-        meta = dict(_META.findall(text[marker.end() : end]))
-        path = marker.group(1).rstrip("/")
+    for part in sections.split(text):
+        if part.name != "dist" or not part.argument or not part.argument.startswith("/"):
+            continue
+        meta = dict(_META.findall(part.text))
+        path = part.argument.rstrip("/")
         location, _, dirname = path.rpartition("/")
         name = meta.get("Name") or re.sub(r"-\d.*$", "", dirname)
         if _RELEVANT.match(normalise_name(name)):

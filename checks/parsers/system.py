@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from checks.facts import HostFacts, merge
-from checks.parsers import Format
+from checks.facts import HostFacts
+from checks.parsers import Format, sections
 from checks.probe import Probe
 
 _OS_RELEASE = re.compile(r"^([A-Z][A-Z0-9_]*)=(.*?)\s*$", re.MULTILINE)
@@ -18,7 +18,6 @@ _UNAME_A = re.compile(
 # "ldd (Debian GLIBC 2.36-9+deb12u14) 2.36", "ldd (GNU libc) 2.39", getconf's "glibc 2.36".
 _LDD = re.compile(r"^ldd \(([^()\n]*)\) (\d+\.\d+)[ \t]*$", re.MULTILINE)
 _GETCONF = re.compile(r"^glibc (\d+\.\d+)\s*$", re.MULTILINE)
-_MARKER = re.compile(r"^### gpuprov:(\S+)\s*$", re.MULTILINE)
 
 SYSTEM_COMMAND = r"""echo '### gpuprov:os-release'
 cat /etc/os-release 2>/dev/null || cat /usr/lib/os-release 2>&1
@@ -83,14 +82,7 @@ _SECTIONS = {"os-release": parse_os_release, "uname": parse_uname, "libc": parse
 
 def parse_system(text: str) -> HostFacts:
     """The system probe: os-release, uname and libc sections."""
-    facts = HostFacts()
-    markers = list(_MARKER.finditer(text))
-    for i, marker in enumerate(markers):
-        parser = _SECTIONS.get(marker.group(1))
-        if parser is not None:
-            end = markers[i + 1].start() if i + 1 < len(markers) else len(text)
-            merge(facts, parser(text[marker.end() : end]))
-    return facts
+    return sections.dispatch(text, _SECTIONS)
 
 
 def detect_os_release(text: str) -> bool:
