@@ -329,15 +329,12 @@ def _torch_targets(
     return coverage.from_versions(*found) if found else None
 
 
-def _torch_remedy(cc: tuple[int, int]) -> str:
-    for wheel in matrix.table("torch_wheels")["wheel"]:
-        if coverage.covers(coverage.from_versions(wheel["sass"], wheel.get("ptx", [])), cc):
-            tag = "cu" + wheel["cuda"].replace(".", "")
-            return (
-                f"torch{wheel['torch']} from https://download.pytorch.org/whl/{tag} "
-                f"(pip install torch --index-url https://download.pytorch.org/whl/{tag})"
-            )
-    return "a PyTorch build that lists this architecture"
+def _torch_remedy(cc: tuple[int, int], driver_cuda: Version | None) -> str:
+    wheel = matrix.torch_wheel_for([cc], driver_cuda)
+    if wheel is None:
+        return "no published wheel runs on this driver: upgrade the driver first"
+    url = matrix.torch_index_url(wheel)
+    return f"torch{wheel['torch']} from {url} (pip install torch --index-url {url})"
 
 
 @evaluator
@@ -362,7 +359,7 @@ def torch_arch_coverage(facts: HostFacts, params: Mapping[str, Any]) -> Iterator
                 "gpu": gpu_label(gpu),
                 "cc": gpu.compute_capability or "",
                 "sm": f"{cc[0]}{cc[1]}",
-                "remedy": _torch_remedy(cc),
+                "remedy": _torch_remedy(cc, host_driver_cuda(facts)),
             }
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from checks import versions
+from checks import coverage, versions
 
 HERE = Path(__file__).parent
 RULES_DIR = HERE / "rules"
@@ -138,3 +138,23 @@ def torch_targets(torch_version: str, cuda: Version) -> tuple[list[str], list[st
         ):
             return list(wheel["sass"]), list(wheel.get("ptx", []))
     return None
+
+
+def torch_wheel_for(
+    ccs: list[tuple[int, int]], driver_cuda: Version | None
+) -> dict[str, Any] | None:
+    """The newest PyTorch wheel that covers every compute capability and that the driver runs."""
+    newest_first = sorted(
+        table("torch_wheels")["wheel"], key=lambda w: Version(w["cuda"]), reverse=True
+    )
+    for wheel in newest_first:
+        targets = coverage.from_versions(wheel["sass"], wheel.get("ptx", []))
+        if not all(coverage.covers(targets, cc) for cc in ccs):
+            continue
+        if driver_cuda is None or Version(wheel["cuda"]) <= driver_cuda:
+            return dict(wheel)
+    return None
+
+
+def torch_index_url(wheel: dict[str, Any]) -> str:
+    return "https://download.pytorch.org/whl/cu" + str(wheel["cuda"]).replace(".", "")

@@ -148,21 +148,11 @@ def torch_index(facts: HostFacts) -> Recommendation:
         )
     if _unknown_cc(facts):
         return Recommendation(topic, "unknown", "GPU compute capability unknown", ("table:torch",))
-    ccs = _ccs(facts)
-    driver_cuda = host_driver_cuda(facts)
     basis = ("table:torch_wheels", "ARCH-001", "ARCH-003")
-    newest_first = sorted(
-        matrix.table("torch_wheels")["wheel"], key=lambda w: Version(w["cuda"]), reverse=True
-    )
-    for wheel in newest_first:
-        targets = coverage.from_versions(wheel["sass"], wheel.get("ptx", []))
-        if not all(coverage.covers(targets, cc) for cc in ccs):
-            continue
-        if driver_cuda is not None and Version(wheel["cuda"]) > driver_cuda:
-            continue
-        tag = "cu" + wheel["cuda"].replace(".", "")
-        detail = f"torch{wheel['torch']} built with CUDA {wheel['cuda']} covers every GPU here"
-        return Recommendation(topic, f"https://download.pytorch.org/whl/{tag}", detail, basis)
-    return Recommendation(
-        topic, "none", "no published wheel covers these GPUs on this driver", basis
-    )
+    wheel = matrix.torch_wheel_for(_ccs(facts), host_driver_cuda(facts))
+    if wheel is None:
+        return Recommendation(
+            topic, "none", "no published wheel covers these GPUs on this driver", basis
+        )
+    detail = f"torch{wheel['torch']} built with CUDA {wheel['cuda']} covers every GPU here"
+    return Recommendation(topic, matrix.torch_index_url(wheel), detail, basis)

@@ -76,7 +76,7 @@ def facts(f: HostFacts, redacted: bool = False) -> None:
                 ("kernel module", d.kernel_module_version),
                 ("module flavour", d.kernel_module_flavour or m.nvidia_license),
                 ("NVML", d.nvml_error or d.nvml_library_version),
-                ("nvidia-smi error", d.smi_error) if d.smi_error else ("nvidia-smi", "ok"),
+                ("nvidia-smi error", d.smi_error),
                 ("persistence daemon", d.persistenced_running),
                 ("nouveau loaded", nouveau),
             ],
@@ -84,7 +84,7 @@ def facts(f: HostFacts, redacted: bool = False) -> None:
     )
     gpus = Table(title=f"GPUs ({len(f.gpus)})", title_justify="left")
     for col in ("#", "name", "CC", "VRAM MiB", "class", "arch", "bus id", "MIG"):
-        gpus.add_column(col)
+        gpus.add_column(col, min_width=26 if col == "name" else None)
     for g in f.gpus:
         gpus.add_row(
             _v(g.index),
@@ -105,7 +105,7 @@ def facts(f: HostFacts, redacted: bool = False) -> None:
         _kv(
             "Containers",
             [
-                ("docker client", docker.client_version if docker else "not installed"),
+                ("docker client", docker.client_version if docker else None),
                 (
                     "docker daemon",
                     (docker.server_error or docker.server_version) if docker else None,
@@ -143,14 +143,20 @@ def facts(f: HostFacts, redacted: bool = False) -> None:
         )
 
 
-def _finding(out: Console, f: Finding) -> None:
-    style = STYLE[f.severity]
-    out.print(
-        f"  [{style}]{f.severity.upper():7}[/{style}] [bold]{f.rule}[/bold] {escape(f.title)}"
-    )
-    out.print(f"          {escape(f.message)}")
-    out.print(f"          [green]Fix:[/green] {escape(f.fix)}")
-    out.print(f"          [dim]Sources: {escape(', '.join(f.citations))}[/dim]")
+def _findings(findings: list[Finding]) -> Table:
+    """One row per finding; the text column wraps under itself, not under the label."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    for f in findings:
+        style = STYLE[f.severity]
+        grid.add_row(
+            f"  [{style}]{f.severity.upper():7}[/{style}]",
+            f"[bold]{f.rule}[/bold] {escape(f.title)}\n{escape(f.message)}\n"
+            f"[green]Fix:[/green] {escape(f.fix)}\n"
+            f"[dim]Sources: {escape(' '.join(f.citations))}[/dim]\n",
+        )
+    return grid
 
 
 def report(r: Report, redacted: bool = False) -> None:
@@ -163,17 +169,18 @@ def report(r: Report, redacted: bool = False) -> None:
         out.print("  No known problem found.")
     for area in sorted({f.area for f in r.findings}):
         out.print(f"[bold]{AREA_TITLES.get(area, area)}[/bold]")
-        for f in (x for x in r.findings if x.area == area):
-            _finding(out, f)
+        out.print(_findings([x for x in r.findings if x.area == area]))
     out.rule("Recommendations")
-    table = Table(show_header=True, box=None)
-    for col in ("for", "use", "why", "based on"):
-        table.add_column(col)
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True, style="bold")
+    grid.add_column(overflow="fold")
     for rec in r.recommendations:
-        table.add_row(
-            escape(rec.topic), escape(rec.value), escape(rec.detail), escape(", ".join(rec.basis))
+        grid.add_row(
+            f"  {escape(rec.topic)}",
+            f"[green]{escape(rec.value)}[/green]\n{escape(rec.detail)}"
+            f"\n[dim]based on {escape(', '.join(rec.basis))}[/dim]",
         )
-    out.print(table)
+    out.print(grid)
     counts = {s: sum(1 for f in r.findings if f.severity == s) for s in STYLE}
     out.print(
         f"\n{counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} info."

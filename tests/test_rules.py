@@ -113,3 +113,9 @@ def test_fail_on_thresholds() -> None:
     assert engine.reaches(findings, "warning")
     assert not engine.reaches(findings, "error")
     assert not engine.reaches(findings, "never")
+
+
+def test_arch_001_fix_names_a_wheel_the_driver_runs() -> None:
+    """Driver 570 runs CUDA 12.8: the fix must not send an RTX 5090 user to the cu130 wheels."""
+    (finding,) = [f for f in engine.evaluate(_facts("ARCH-001", "fail")) if f.rule == "ARCH-001"]
+    assert "whl/cu128" in finding.fix and "cu130" not in finding.fix
