@@ -480,3 +480,9 @@ def compression_old_driver(facts: HostFacts, params: Mapping[str, Any]) -> Itera
             "driver": driver[0],
             "min_driver": params["min_driver"],
         }
+
+
+@evaluator
+def log_only(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
+    """Rules seen only in logs (`gpuprov explain`): no fact proves them in advance."""
+    return iter(())

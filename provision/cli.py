@@ -136,6 +136,54 @@ def rules(
         render.rule_docs(found)
 
 
+@app.command()
+def explain(
+    logs: Annotated[
+        list[str] | None,
+        typer.Argument(help="Log files to read ('-' reads stdin).", metavar="LOG..."),
+    ] = None,
+    journal: Annotated[
+        str | None, typer.Option("--journal", help="Read `journalctl -u UNIT`.", metavar="UNIT")
+    ] = None,
+    docker: Annotated[
+        str | None,
+        typer.Option("--docker", help="Read `docker logs CONTAINER`.", metavar="CONTAINER"),
+    ] = None,
+    from_: FromOption = None,
+    here: Annotated[
+        bool,
+        typer.Option(
+            "--here", help="Combine with this host's facts (implied by --journal/--docker)."
+        ),
+    ] = False,
+    json_: JsonOption = False,
+) -> None:
+    """Read crash logs and say what went wrong, why, and how to fix it.
+
+    Exit 0 when nothing known was found, 1 when a known error was diagnosed, 2 for unreadable input.
+    """
+    from checks import logsource
+
+    sources = logsource.plan(logs or [], journal, docker)
+    if not sources:
+        raise _fail("give a log file, '-' for stdin, --journal UNIT or --docker CONTAINER")
+    host = _facts(from_) if from_ else None
+    if host is None and (here or journal or docker):
+        host = _facts(None)
+    try:
+        results = logsource.explain_all(sources, host)
+    except logsource.LogError as exc:
+        raise _fail(str(exc)) from None
+    if json_:
+        print(json.dumps(logsource.to_json(results), indent=2))
+    else:
+        from provision import render
+
+        render.explanations(results)
+    if any(result.diagnoses for result in results):
+        raise typer.Exit(1)
+
+
 def expand_from(argv: list[str]) -> list[str]:
     """Let `--from a b c` mean `--from a --from b --from c` (click options take one value)."""
     out: list[str] = []

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from checks.engine import Finding
 from checks.facts import HostFacts
+from checks.logsource import Result
 from checks.matrix import Rule
 from checks.report import Report
 
@@ -22,6 +23,8 @@ AREA_TITLES = {
     "container": "Containers",
     "arch": "Architectures and binaries",
     "llamacpp": "llama.cpp",
+    "vllm": "vLLM",
+    "build": "Building",
 }
 
 
@@ -213,3 +216,32 @@ def rule_json(r: Rule) -> dict[str, Any]:
         "fix": r.fix,
         "citations": list(r.citations),
     }
+
+
+def explanations(results: list[Result]) -> None:
+    """Per log: each diagnosis with its evidence, cause, fix and sources, most specific first."""
+    out = _console()
+    for result in results:
+        size = f" ({result.lines} lines)" if result.lines is not None else ""
+        out.rule(f"{escape(result.source)}{size}")
+        if not result.diagnoses:
+            out.print("  No known failure found.")
+            continue
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(no_wrap=True)
+        grid.add_column(overflow="fold")
+        for d in result.diagnoses:
+            style = STYLE[d.severity]
+            evidence = "\n".join(f"  line {n}: {escape(text)}" for n, text in d.evidence)
+            more = (
+                f"\n  ... and {d.count - len(d.evidence)} more" if d.count > len(d.evidence) else ""
+            )
+            grid.add_row(
+                f"  [{style}]{d.severity.upper():7}[/{style}]",
+                f"[bold]{d.rule}[/bold] {escape(d.title)}\n{escape(d.message)}\n"
+                f"[dim]{evidence}{more}[/dim]\n"
+                f"[bold]Why:[/bold] {escape(d.cause)}\n"
+                f"[green]Fix:[/green] {escape(d.fix)}\n"
+                f"[dim]Sources: {escape(' '.join(d.citations))}[/dim]\n",
+            )
+        out.print(grid)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from checks import conditions, engine, matrix
+from checks import conditions, engine, logscan, matrix
 from checks.facts import HostFacts, from_dict
 from tests.conftest import FIXTURES
 
@@ -40,16 +40,27 @@ def _cases(kind: str) -> list[pytest.ParameterSet]:
 
 def test_rule_count_is_pinned() -> None:
     """Adding or removing a rule is a deliberate change: update this number with it."""
-    assert len(RULES) == 22
+    assert len(RULES) == 35
+
+
+AREAS = {
+    "drv": "driver",
+    "host": "host",
+    "gpu": "host",
+    "ctr": "container",
+    "arch": "arch",
+    "lcpp": "llamacpp",
+    "vllm": "vllm",
+    "build": "build",
+}
 
 
 def test_ids_are_unique_and_well_formed() -> None:
     assert len(set(IDS)) == len(IDS)
     for rule in RULES:
         assert re.fullmatch(r"[A-Z]{2,5}-\d{3}", rule.id), rule.id
-        assert rule.id.split("-")[0].lower() in {"drv", "host", "gpu", "ctr", "arch", "lcpp"}, (
-            rule.id
-        )
+        assert rule.id.split("-")[0].lower() in AREAS, rule.id
+        assert rule.area in AREAS.values(), f"{rule.id} is in checks/rules/{rule.area}.toml"
 
 
 @pytest.mark.parametrize("rule", RULES, ids=IDS)
@@ -62,10 +73,33 @@ def test_rule_is_complete(rule: matrix.Rule) -> None:
         assert re.match(r"https://[\w.-]+\.\w+/\S+$", citation), f"{rule.id}: {citation!r}"
 
 
+SIGNATURE_FIXTURES = FIXTURES / "signatures"
+FACT_RULES = [r for r in RULES if r.check != "log_only"]
+
+
 @pytest.mark.parametrize("rule", RULES, ids=IDS)
 def test_rule_has_both_fixtures(rule: matrix.Rule) -> None:
-    for kind in ("fail", "pass"):
-        assert (RULE_FIXTURES / rule.id / f"{kind}.json").is_file(), f"{rule.id}: no {kind}.json"
+    """Facts rules: fail.json and pass.json; log-only rules: signatures with match and near logs."""
+    if rule.check != "log_only":
+        for kind in ("fail", "pass"):
+            assert (RULE_FIXTURES / rule.id / f"{kind}.json").is_file(), (
+                f"{rule.id}: no {kind}.json"
+            )
+        return
+    sigs = [s for s in logscan.signatures() if s.rule == rule.id]
+    assert sigs, f"{rule.id} is log-only but no signature is evidence for it"
+    for sig in sigs:
+        assert list((SIGNATURE_FIXTURES / sig.id).glob("match*.log")), f"{sig.id}: no match log"
+        assert list((SIGNATURE_FIXTURES / sig.id).glob("near*.log")), f"{sig.id}: no near log"
+
+
+def test_every_signature_names_a_rule() -> None:
+    for sig in logscan.signatures():
+        assert matrix.rule(sig.rule) is not None, sig.id
+        for variant in sig.variants:
+            assert variant.rule is None or matrix.rule(variant.rule) is not None, sig.id
+    ids = [s.id for s in logscan.signatures()]
+    assert len(ids) == len(set(ids))
 
 
 @pytest.mark.parametrize(("rule", "path"), _cases("fail"))
@@ -83,7 +117,7 @@ def test_rule_passes_on_its_passing_fixture(rule: matrix.Rule, path: Path) -> No
     assert not findings, [f.message for f in findings]
 
 
-@pytest.mark.parametrize("rule", RULES, ids=IDS)
+@pytest.mark.parametrize("rule", FACT_RULES, ids=[r.id for r in FACT_RULES])
 def test_placeholders_are_filled_by_the_evaluator(rule: matrix.Rule) -> None:
     """Every {name} in message and fix is a key the evaluator yields."""
     match = next(conditions.EVALUATORS[rule.check](_facts(rule.id, "fail"), rule.params))
@@ -93,7 +127,7 @@ def test_placeholders_are_filled_by_the_evaluator(rule: matrix.Rule) -> None:
 
 
 def test_no_fixture_without_a_rule() -> None:
-    assert {p.name for p in RULE_FIXTURES.iterdir()} == set(IDS)
+    assert {p.name for p in RULE_FIXTURES.iterdir()} == {r.id for r in FACT_RULES}
 
 
 def test_empty_facts_give_no_error() -> None:
