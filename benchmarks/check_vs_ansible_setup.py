@@ -10,20 +10,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import subprocess
 import sys
-import time
+import tempfile
 from pathlib import Path
+
+import sidebyside
 
 BIN = Path(sys.executable).parent
 GOAL = 0.15
-
-
-def timed(argv: list[str]) -> float:
-    start = time.perf_counter()
-    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-    return time.perf_counter() - start
 
 
 def main() -> int:
@@ -38,19 +32,9 @@ def main() -> int:
         "gpuprov check": [str(BIN / "gpuprov"), "check", "--json"],
         "ansible -m setup": [str(BIN / "ansible"), "localhost", "-m", "setup", "-c", "local"],
     }
-    samples: dict[str, list[float]] = {name: [] for name in commands}
-    for argv in commands.values():
-        timed(argv)  # warm-up: page cache, .pyc files
-    for _ in range(args.runs):
-        for name, argv in commands.items():
-            samples[name].append(timed(argv))
-    medians = {name: statistics.median(values) for name, values in samples.items()}
-    for name, median in medians.items():
-        spread = f"{min(samples[name]):.3f}-{max(samples[name]):.3f}"
-        print(f"{name:18} median {median:.3f} s  (range {spread} s, {args.runs} runs)")
-    ratio = medians["gpuprov check"] / medians["ansible -m setup"]
-    verdict = "meets" if ratio <= GOAL else "misses"
-    print(f"ratio gpuprov/ansible = {ratio:.3f} ({verdict} the goal of {GOAL})")
+    with tempfile.TemporaryDirectory() as tmp:
+        samples = sidebyside.compare(commands, args.runs, Path(tmp) / "out")
+    sidebyside.report(samples, f"{args.runs} runs", GOAL)
     return 0
 
 

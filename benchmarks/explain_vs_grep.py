@@ -13,12 +13,12 @@ from __future__ import annotations
 import argparse
 import random
 import re
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+import sidebyside
 
 from checks import logscan
 
@@ -75,15 +75,6 @@ def to_ere(pattern: str) -> str:
     return ere
 
 
-def timed(argv: list[str], sink: Path) -> float:
-    """Wall time of `argv` writing to a real file (GNU grep stops at the first match when its
-    output is /dev/null, which would flatter it)."""
-    with sink.open("wb") as out:
-        start = time.perf_counter()
-        subprocess.run(argv, stdout=out, stderr=subprocess.DEVNULL, check=False)
-        return time.perf_counter() - start
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=256)
@@ -102,19 +93,8 @@ def main() -> int:
             "gpuprov explain": [gpuprov, "explain", "--json", str(log)],
             "grep -E -f": ["grep", "-E", "-n", "-f", str(patterns), str(log)],
         }
-        samples: dict[str, list[float]] = {name: [] for name in commands}
-        sink = Path(tmp) / "out"
-        for argv in commands.values():
-            timed(argv, sink)
-        for _ in range(args.runs):
-            for name, argv in commands.items():
-                samples[name].append(timed(argv, sink))
-    medians = {name: statistics.median(values) for name, values in samples.items()}
-    for name, median in medians.items():
-        print(f"{name:16} median {median:.3f} s  ({args.runs} runs, {args.mb} MB log)")
-    ratio = medians["gpuprov explain"] / medians["grep -E -f"]
-    verdict = "meets" if ratio <= GOAL else "misses"
-    print(f"ratio explain/grep = {ratio:.2f} ({verdict} the goal of {GOAL})")
+        samples = sidebyside.compare(commands, args.runs, Path(tmp) / "out")
+    sidebyside.report(samples, f"{args.runs} runs, {args.mb} MB log", GOAL)
     return 0
 
 

@@ -6,7 +6,7 @@ import importlib
 import shutil
 import socket
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
+import threading
 
 from checks.facts import HostFacts, ProbeResult, merge
 from checks.probe import Probe, ProbeUnavailable
@@ -73,8 +73,18 @@ def gather(probes: list[Probe] | None = None) -> HostFacts:
     """Facts of this machine."""
     selected = all_probes() if probes is None else probes
     facts = HostFacts(sources=[f"local probes on {socket.gethostname()}"])
-    with ThreadPoolExecutor(max_workers=max(1, len(selected))) as pool:
-        results = list(pool.map(run_probe, selected))
+    results: list[tuple[HostFacts, ProbeResult]] = [
+        (HostFacts(), ProbeResult(p.name, "failed")) for p in selected
+    ]
+
+    def run(i: int) -> None:
+        results[i] = run_probe(selected[i])
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(selected))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
     for fragment, result in results:
         merge(facts, fragment)
         facts.probes.append(result)

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from checks import coverage, versions
@@ -129,6 +128,8 @@ def arch_info(cc: str) -> dict[str, str] | None:
 
 def torch_targets(torch_version: str, cuda: Version) -> tuple[list[str], list[str]] | None:
     """(sass, ptx) compute capabilities of the PyTorch wheel `torch_version` for CUDA X.Y."""
+    from packaging.specifiers import SpecifierSet  # only here: it costs start-up time
+
     base = versions.parse(torch_version.split("+")[0])
     if base is None:
         return None
