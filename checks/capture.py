@@ -98,7 +98,10 @@ def parse(capture: Capture) -> HostFacts:
             merge(facts, fmt.parse(text))
             seen.append(fmt.name)
     if not seen:
-        raise CaptureError(f"{capture.name}: no known command output recognised")
+        raise CaptureError(
+            f"{capture.name}: no known command output recognised"
+            " (for a crash log, use `gpuprov explain`)"
+        )
     facts.probes.append(ProbeResult(f"from {capture.name}", "ok", ", ".join(seen)))
     return facts
 
@@ -107,8 +110,5 @@ def load(paths: Iterable[str]) -> HostFacts:
     """Facts of one host from every capture in `paths`, merged in order."""
     facts = HostFacts()
     for capture in read(paths):
-        fragment = parse(capture)
-        sources = facts.sources + fragment.sources
-        merge(facts, fragment)
-        facts.sources = sources
+        merge(facts, parse(capture))
     return facts
