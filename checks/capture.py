@@ -80,6 +80,17 @@ def _from_json(text: str) -> HostFacts | None:
     return None
 
 
+def recognise(text: str) -> tuple[HostFacts, list[str]]:
+    """The facts of every known format found in `text`, and the names of those formats."""
+    facts = HostFacts()
+    seen = []
+    for fmt in formats():
+        if fmt.detect(text):
+            merge(facts, fmt.parse(text))
+            seen.append(fmt.name)
+    return facts, seen
+
+
 def parse(capture: Capture) -> HostFacts:
     """One capture's facts; raises CaptureError when nothing in it is recognised."""
     try:
@@ -90,13 +101,8 @@ def parse(capture: Capture) -> HostFacts:
         facts.sources = facts.sources or [capture.name]
         facts.probes.append(ProbeResult(f"from {capture.name}", "ok", "facts JSON"))
         return facts
-    text = clean(capture.text)
-    facts = HostFacts(sources=[capture.name])
-    seen = []
-    for fmt in formats():
-        if fmt.detect(text):
-            merge(facts, fmt.parse(text))
-            seen.append(fmt.name)
+    facts, seen = recognise(clean(capture.text))
+    facts.sources = [capture.name]
     if not seen:
         raise CaptureError(
             f"{capture.name}: no known command output recognised"

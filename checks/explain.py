@@ -65,12 +65,7 @@ def _image_facts(text: str) -> dict[str, str]:
 
 def log_facts(scan: Scan) -> HostFacts:
     """Facts the log states about its host, read by the same parsers as `--from`."""
-    text = "\n".join(scan.fact_text) + "\n"
-    facts = HostFacts()
-    for fmt in capture.formats():
-        if fmt.detect(text):
-            merge(facts, fmt.parse(text))
-    return facts
+    return capture.recognise("\n".join(scan.fact_text) + "\n")[0]
 
 
 def context(facts: HostFacts, groups: Mapping[str, str], text: str) -> dict[str, str]:
@@ -130,14 +125,6 @@ def _arch_in_list(ctx: Mapping[str, str]) -> bool:
     return bool(arch) and arch in listed
 
 
-def _older_image_than_driver(ctx: Mapping[str, str]) -> bool:
-    image, driver = (
-        versions.release(ctx.get("image_cuda")),
-        versions.release(ctx.get("driver_cuda")),
-    )
-    return image is not None and driver is not None and image <= driver
-
-
 def _driver_below(ctx: Mapping[str, str], branch: str) -> bool:
     driver, limit = versions.driver(ctx.get("driver")), versions.driver(branch)
     return driver is not None and limit is not None and driver < limit
@@ -146,7 +133,6 @@ def _driver_below(ctx: Mapping[str, str], branch: str) -> bool:
 PREDICATES: dict[str, Callable[[Mapping[str, str]], bool]] = {
     "arch_in_list": _arch_in_list,
     "not_arch_in_list": lambda ctx: not _arch_in_list(ctx),
-    "image_not_newer_than_driver": _older_image_than_driver,
     "consumer_gpu": lambda ctx: ctx.get("brand_class") == "consumer",
     "vllm_image": lambda ctx: "vllm" in ctx.get("image", ""),
     "gb10_nvcc_13_0": lambda ctx: (

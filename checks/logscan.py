@@ -202,6 +202,7 @@ def _python_candidates(
     out.lines, out.bytes = lines, size
 
 
+@functools.cache
 def _grep() -> str | None:
     """GNU grep, whose multi-string search prefilters far faster than a loop of bytes.find."""
     path = shutil.which("grep")

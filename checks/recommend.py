@@ -5,16 +5,14 @@ Each recommendation names the rules and tables that drove it, so it can be check
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from packaging.version import Version
 
 from checks import coverage, matrix, versions
 from checks.conditions import gpus_with_cc, host_driver, host_driver_cuda
-from checks.facts import HostFacts
-
-# Known-bad nvcc releases per compute capability (rules LCPP-001 and LCPP-002).
-_BAD_NVCC = {(12, 1): ("LCPP-001", ("13.0",), ()), (12, 0): ("LCPP-002", ("13.2",), ("13.2.2",))}
+from checks.facts import HostFacts, Toolkit
 
 
 @dataclass(frozen=True)
@@ -58,13 +56,25 @@ def llama_cpp_flags(facts: HostFacts) -> Recommendation:
     return Recommendation(topic, value, detail, ("table:archs", "ARCH-002", "LCPP-003"))
 
 
-def _candidates() -> list[tuple[Version, Version]]:
-    return matrix.cuda_releases()
+@functools.cache
+def _known_bad_nvcc() -> dict[tuple[int, int], tuple[str, set[str], set[str]]]:
+    """Per compute capability: the rule, the nvcc releases it names, and the updates that are fixed.
+
+    Read from the nvcc_known_bad rules (LCPP-001, LCPP-002), so the matrix says it once.
+    """
+    out = {}
+    for rule in matrix.rules():
+        cc = coverage.cc_tuple(rule.params.get("compute_capability"))
+        if rule.check == "nvcc_known_bad" and cc is not None:
+            good = set(rule.params.get("good_updates", []))
+            out[cc] = (rule.id, set(rule.params["releases"]), good)
+    return out
 
 
 def _allowed(release: Version, ccs: list[tuple[int, int]]) -> tuple[bool, str | None]:
     """Whether nvcc `release` can build for every compute capability; else the rule against it."""
     short = Version(f"{release.major}.{release.minor}")
+    known_bad = _known_bad_nvcc()
     for cc in ccs:
         info = matrix.arch_info(f"{cc[0]}.{cc[1]}")
         if info is None:
@@ -73,7 +83,7 @@ def _allowed(release: Version, ccs: list[tuple[int, int]]) -> tuple[bool, str | 
             return False, "table:archs"
         if "last_cuda" in info and short > Version(info["last_cuda"]):
             return False, "table:archs"
-        bad = _BAD_NVCC.get(cc)
+        bad = known_bad.get(cc)
         if bad and str(short) in bad[1] and str(release) not in bad[2]:
             return False, bad[0]
     return True, None
@@ -88,7 +98,7 @@ def nvcc(facts: HostFacts) -> Recommendation:
         return Recommendation(topic, "unknown", "GPU compute capability unknown", ("table:archs",))
     basis = {"table:cuda", "table:archs"}
     usable = []
-    for release, minimum in _candidates():
+    for release, minimum in matrix.cuda_releases():
         ok, rule = _allowed(release, ccs)
         if rule:
             basis.add(rule)
@@ -109,17 +119,16 @@ def nvcc(facts: HostFacts) -> Recommendation:
         release, minimum = usable[0]
         detail = f"needs driver {minimum} or newer: upgrade the driver first"
         basis.add("DRV-001")
-    installed = [t for t in facts.toolkits if _toolkit_ok(t.release, ccs)]
+    installed = [t for t in facts.toolkits if _toolkit_ok(t, ccs)]
     if installed:
         detail += f"; installed and good: {', '.join(t.path or str(t.release) for t in installed)}"
     return Recommendation(topic, f"CUDA {release}", detail, tuple(sorted(basis)))
 
 
-def _toolkit_ok(release_text: str | None, ccs: list[tuple[int, int]]) -> bool:
-    release = versions.release(release_text)
-    if release is None:
-        return False
-    return _allowed(release, ccs)[0] and str(release) not in ("13.2",)
+def _toolkit_ok(toolkit: Toolkit, ccs: list[tuple[int, int]]) -> bool:
+    """An installed toolkit is good when its update (or, unknown, its release) is allowed."""
+    release = versions.cuda(toolkit.update) or versions.release(toolkit.release or toolkit.version)
+    return release is not None and _allowed(release, ccs)[0]
 
 
 def vllm_image(facts: HostFacts) -> Recommendation:

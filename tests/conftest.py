@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -46,3 +47,13 @@ def cases(module: str) -> list[Any]:
     return [
         pytest.param(path, id=path.stem) for path in sorted((PROBE_CASES / module).glob("*.json"))
     ]
+
+
+def sh(command: str, env: dict[str, str] | None = None, check: bool = True) -> str:
+    """Run a probe's POSIX sh command here; stdout and stderr joined, as the gatherer reads them."""
+    done = subprocess.run(
+        ["sh", "-c", command], capture_output=True, text=True, timeout=120, env=env, check=False
+    )
+    if check:
+        assert done.returncode == 0, done.stderr
+    return done.stdout + done.stderr

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
-
 from checks.parsers import compat
+from tests.conftest import sh
 
 
 def test_probe_runs_here() -> None:
     (probe,) = compat.PROBES
-    done = subprocess.run(["sh", "-c", probe.command], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0
-    text = done.stdout + done.stderr
+    text = sh(probe.command)
     assert "### gpuprov:library-path" in text
     for lib in probe.parse(text).compat:
         assert lib.driver_version is not None

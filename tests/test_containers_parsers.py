@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 
 import pytest
 
 from checks.parsers import containers
-from tests.conftest import FIXTURES, REAL
+from tests.conftest import FIXTURES, REAL, sh
 
 CAPTURES = FIXTURES / "captures" / "containers"
-
-
-def _run(command: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=60)
 
 
 def test_formats_detect_real_and_own_captures() -> None:
@@ -37,8 +32,7 @@ def test_image_probe_quotes_the_ref() -> None:
 @pytest.mark.skipif(not shutil.which("docker"), reason="needs the docker client")
 def test_docker_probe_without_a_daemon_fails_fast() -> None:
     probe = next(p for p in containers.PROBES if p.name == "docker")
-    done = _run(probe.command)
-    docker = probe.parse(done.stdout + done.stderr).containers.docker
+    docker = probe.parse(sh(probe.command, check=False)).containers.docker
     assert docker is not None and docker.client_version
     if docker.server_version is None:
         assert docker.server_error and "Docker daemon" in docker.server_error
@@ -46,16 +40,13 @@ def test_docker_probe_without_a_daemon_fails_fast() -> None:
 
 @pytest.mark.skipif(not shutil.which("docker"), reason="needs the docker client")
 def test_docker_info_text_here() -> None:
-    done = _run("docker info")
-    docker = containers.parse_docker_info_text(done.stdout + done.stderr).containers.docker
+    docker = containers.parse_docker_info_text(sh("docker info", check=False)).containers.docker
     assert docker is not None and docker.client_version
 
 
 def test_toolkit_probe_runs_here() -> None:
     probe = next(p for p in containers.PROBES if p.name == "container-toolkit")
-    done = _run(probe.command)
-    assert done.returncode == 0
-    facts = probe.parse(done.stdout + done.stderr)
+    facts = probe.parse(sh(probe.command))
     assert facts.containers.runtime_hook == bool(shutil.which("nvidia-container-runtime-hook"))
     assert isinstance(facts.containers.cdi_specs, list)
 

@@ -2,15 +2,8 @@
 
 from __future__ import annotations
 
-import subprocess
-
 from checks.parsers import kernel
-
-
-def _run(command: str) -> str:
-    done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    return done.stdout + done.stderr
+from tests.conftest import sh
 
 
 def test_dmesg_loading_line_gives_the_module() -> None:
@@ -53,7 +46,7 @@ def test_formats_detect_their_outputs() -> None:
 
 def test_probes_run_here() -> None:
     for probe in kernel.PROBES:
-        text = _run(probe.command)
+        text = sh(probe.command)
         facts = probe.parse(text)
         if probe.name == "kernel-module":
             assert "### gpuprov:persistenced" in text

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 from checks.parsers import llamacpp
-from tests.conftest import REAL
+from tests.conftest import REAL, sh
 
 
 def test_detects_real_logs() -> None:
@@ -38,11 +37,7 @@ def test_probe_finds_a_build_dir(tmp_path: Path) -> None:
     )
     env = {**os.environ, "HOME": str(tmp_path)}
     (probe,) = llamacpp.PROBES
-    done = subprocess.run(
-        ["sh", "-c", probe.command], capture_output=True, text=True, timeout=60, env=env
-    )
-    assert done.returncode == 0
-    builds = {b.path: b for b in probe.parse(done.stdout + done.stderr).llamacpp}
+    builds = {b.path: b for b in probe.parse(sh(probe.command, env=env)).llamacpp}
     found = builds[str(server.resolve())]
     assert (found.version, found.commit, found.cuda) == ("9535", "da87e9b61", True)
     assert found.cmake_cuda_architectures == "86;89"

@@ -3,18 +3,11 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 
 import pytest
 
 from checks.parsers import nvcc
-from tests.conftest import FIXTURES, REAL
-
-
-def _run(command: str) -> str:
-    done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return done.stdout + done.stderr
+from tests.conftest import FIXTURES, REAL, sh
 
 
 def test_detects_real_captures() -> None:
@@ -42,7 +35,7 @@ def test_source_is_the_toolkit_root() -> None:
 @pytest.mark.skipif(not shutil.which("nvcc"), reason="needs nvcc")
 def test_probe_runs_here() -> None:
     (probe,) = nvcc.PROBES
-    facts = probe.parse(_run(probe.command))
+    facts = probe.parse(sh(probe.command))
     by_path = {t.path: t for t in facts.toolkits}
     assert len(by_path) == len(facts.toolkits), "deduplicated by resolved path"
     if "/usr/local/cuda-13.0/bin/nvcc" in by_path:

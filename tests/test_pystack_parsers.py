@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 from checks.parsers import pystack
+from tests.conftest import sh
 
 
 def _dist(site: Path, dirname: str, name: str, version: str) -> None:
@@ -25,11 +25,7 @@ def test_probe_reads_a_virtualenv_without_importing(tmp_path: Path) -> None:
     (site / "torch" / "__init__.py").write_text("raise SystemExit('imported')\n")
     env = {**os.environ, "VIRTUAL_ENV": str(tmp_path)}
     (probe,) = pystack.PROBES
-    done = subprocess.run(
-        ["sh", "-c", probe.command], capture_output=True, text=True, timeout=60, env=env
-    )
-    assert done.returncode == 0
-    found = {p.name: p for p in probe.parse(done.stdout + done.stderr).python}
+    found = {p.name: p for p in probe.parse(sh(probe.command, env=env)).python}
     assert found["torch"].version == "2.6.0+cu126"
     assert found["torch"].cuda_version == "12.6"
     assert found["torch"].location == str(site)

@@ -91,3 +91,14 @@ def test_unknown_compute_capability_is_reported_as_unknown() -> None:
     recs = _by_topic(facts)
     assert recs["llama.cpp CMake flags"].value == "unknown"
     assert recs["PyTorch wheel index"].value == "unknown"
+
+
+def test_installed_toolkit_judged_by_its_update() -> None:
+    """13.2.2 is fixed for sm_120; a 13.2 of unknown update is not trusted there; Ampere is fine."""
+    fixed = {"path": "/usr/local/cuda-13.2", "release": "13.2", "update": "13.2.2"}
+    unknown = {"path": "/opt/cuda-13.2", "release": "13.2"}
+    rtx5090 = _facts("595.71.05", "12.0", toolkits=[fixed, unknown])
+    detail = recommend.nvcc(rtx5090).detail
+    assert "/usr/local/cuda-13.2" in detail and "/opt/cuda-13.2" not in detail
+    ampere = _facts("595.71.05", "8.6", toolkits=[unknown])
+    assert "/opt/cuda-13.2" in recommend.nvcc(ampere).detail

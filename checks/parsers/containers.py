@@ -169,27 +169,29 @@ def _strings(value: Any) -> list[str] | None:
     return [str(item) for item in value if isinstance(item, (str, int))]
 
 
+def _first(pattern: re.Pattern[str], text: str) -> str | None:
+    match = pattern.search(text)
+    return match.group(1) if match else None
+
+
 def parse_podman_version(text: str) -> HostFacts:
     """`podman --version`: "podman version 4.3.1"."""
     facts = HostFacts()
-    match = _PODMAN.search(text)
-    facts.containers.podman_version = match.group(1) if match else None
+    facts.containers.podman_version = _first(_PODMAN, text)
     return facts
 
 
 def parse_nvidia_ctk_version(text: str) -> HostFacts:
     """`nvidia-ctk --version`: "NVIDIA Container Toolkit CLI version 1.12.0"."""
     facts = HostFacts()
-    match = _CTK.search(text)
-    facts.containers.toolkit_version = match.group(1) if match else None
+    facts.containers.toolkit_version = _first(_CTK, text)
     return facts
 
 
 def parse_container_cli_version(text: str) -> HostFacts:
     """`nvidia-container-cli --version`: "cli-version: 1.17.8" (older: "version: 1.0.0")."""
     facts = HostFacts()
-    match = _CLI_VERSION.search(text)
-    facts.containers.container_cli_version = match.group(1) if match else None
+    facts.containers.container_cli_version = _first(_CLI_VERSION, text)
     return facts
 
 
