@@ -37,23 +37,37 @@ def _unknown_cc(facts: HostFacts) -> bool:
     return any(coverage.cc_tuple(g.compute_capability) is None for g in facts.gpus)
 
 
+def cuda_architectures(facts: HostFacts) -> list[str] | None:
+    """CMAKE_CUDA_ARCHITECTURES entries for this host's GPUs; [] without a GPU, None if unknown."""
+    if _unknown_cc(facts):
+        return None
+    archs = []
+    for major, minor in _ccs(facts):
+        info = matrix.arch_info(f"{major}.{minor}")
+        archs.append(info["cmake"] if info else f"{major}{minor}")
+    return archs
+
+
 def llama_cpp_flags(facts: HostFacts) -> Recommendation:
     topic = "llama.cpp CMake flags"
     if not facts.gpus:
         return Recommendation(
             topic, "-DGGML_CUDA=OFF", "no NVIDIA GPU found: build CPU-only", ("GPU-001",)
         )
-    if _unknown_cc(facts):
+    archs = cuda_architectures(facts)
+    if archs is None:
         return Recommendation(
             topic, "unknown", "the compute capability of some GPU is unknown", ("table:archs",)
         )
-    archs = []
-    for major, minor in _ccs(facts):
-        info = matrix.arch_info(f"{major}.{minor}")
-        archs.append(info["cmake"] if info else f"{major}{minor}")
     value = f"-DGGML_CUDA=ON -DGGML_NATIVE=OFF -DCMAKE_CUDA_ARCHITECTURES={';'.join(archs)}"
     detail = "only the architectures this host's GPUs need; Blackwell needs the 'a' targets"
     return Recommendation(topic, value, detail, ("table:archs", "ARCH-002", "LCPP-003"))
+
+
+def good_toolkits(facts: HostFacts) -> list[Toolkit]:
+    """Installed CUDA toolkits the matrix considers good for every GPU here."""
+    ccs = _ccs(facts)
+    return [t for t in facts.toolkits if _toolkit_ok(t, ccs)]
 
 
 @functools.cache
@@ -119,7 +133,7 @@ def nvcc(facts: HostFacts) -> Recommendation:
         release, minimum = usable[0]
         detail = f"needs driver {minimum} or newer: upgrade the driver first"
         basis.add("DRV-001")
-    installed = [t for t in facts.toolkits if _toolkit_ok(t, ccs)]
+    installed = good_toolkits(facts)
     if installed:
         detail += f"; installed and good: {', '.join(t.path or str(t.release) for t in installed)}"
     return Recommendation(topic, f"CUDA {release}", detail, tuple(sorted(basis)))

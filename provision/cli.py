@@ -184,6 +184,61 @@ def explain(
         raise typer.Exit(1)
 
 
+InventoryArg = Annotated[
+    str, typer.Argument(help="A pyinfra inventory file, e.g. inventories/home.py.")
+]
+LimitOption = Annotated[
+    list[str] | None,
+    typer.Option("--limit", help="Only these hosts or groups (globs allowed; repeatable)."),
+]
+ForceOption = Annotated[
+    bool, typer.Option("--force", help="Change hosts even when the check finds errors.")
+]
+
+
+@app.command()
+def plan(
+    inventory: InventoryArg,
+    limit: LimitOption = None,
+    force: ForceOption = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Check every host, then show what apply would change there, with file diffs."""
+    from provision import converge_cli
+
+    raise typer.Exit(
+        converge_cli.converge(inventory, limit, apply=False, force=force, as_json=as_json)
+    )
+
+
+@app.command()
+def apply(
+    inventory: InventoryArg,
+    limit: LimitOption = None,
+    yes: Annotated[
+        bool, typer.Option("-y", "--yes", help="Do not ask before changing hosts.")
+    ] = False,
+    force: ForceOption = False,
+    as_json: JsonOption = False,
+    lock_timeout: Annotated[
+        float, typer.Option("--lock-timeout", help="Seconds to wait for another apply to a host.")
+    ] = 900,
+) -> None:
+    """Check every host, then converge it: build llama.cpp, install and supervise its servers."""
+    from provision import converge_cli
+
+    code = converge_cli.converge(
+        inventory,
+        limit,
+        apply=True,
+        yes=yes,
+        force=force,
+        as_json=as_json,
+        lock_timeout=lock_timeout,
+    )
+    raise typer.Exit(code)
+
+
 def expand_from(argv: list[str]) -> list[str]:
     """Let `--from a b c` mean `--from a --from b --from c` (click options take one value)."""
     out: list[str] = []

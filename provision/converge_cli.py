@@ -1,0 +1,149 @@
+"""`gpuprov plan` and `gpuprov apply`: the gate, the plan with file diffs, the run, a summary."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from typing import Any
+
+import typer
+
+from provision import deploy
+from provision.deploy import HostOutcome, Run
+
+STATUS_STYLE = {"changed": "yellow", "will change": "yellow", "failed": "red", "not run": "dim"}
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _logging(verbose: bool) -> None:
+    """pyinfra's own messages (progress, file diffs) to stderr."""
+    logger = logging.getLogger("pyinfra")
+    logger.handlers[:] = [logging.StreamHandler(sys.stderr)]
+    logger.handlers[0].setFormatter(logging.Formatter("%(message)s"))
+    logger.setLevel(logging.INFO if verbose else logging.WARNING)
+    logger.propagate = False
+
+
+def _gate_lines(outcome: HostOutcome) -> list[str]:
+    gate = outcome.gate
+    if gate is None:
+        return []
+    lines = []
+    for f in gate.findings:
+        if f.severity in ("error", "warning"):
+            lines.append(
+                f"  {f.severity:7} {f.rule}  {f.title} ({f.subject})"
+                if f.subject
+                else f"  {f.severity:7} {f.rule}  {f.title}"
+            )
+    lines += [f"  error   {p}" for p in gate.problems]
+    if gate.plan:
+        kind = f"CUDA {';'.join(gate.plan.archs)}" if gate.plan.cuda else "CPU-only"
+        lines.append(f"  build   {gate.plan.name} ({kind})")
+    if gate.install_cuda:
+        lines.append(f"  cuda    install CUDA {gate.install_cuda} (no good toolkit installed)")
+    return lines
+
+
+def report(run: Run, applied: bool) -> None:
+    for name, outcome in run.outcomes.items():
+        changes = [op for op in outcome.ops if op.status != "unchanged"]
+        if outcome.skipped:
+            head = f"{name}: not changed: {outcome.skipped}"
+        elif applied:
+            failed = sum(op.status == "failed" for op in outcome.ops)
+            head = (
+                f"{name}: {outcome.changed} changed, "
+                f"{len(outcome.ops) - outcome.changed - failed} unchanged"
+                + (f", {failed} FAILED" if failed else "")
+            )
+        else:
+            head = f"{name}: {len(changes)} to change, {len(outcome.ops) - len(changes)} unchanged"
+        print(head)
+        for line in _gate_lines(outcome):
+            print(line)
+        for op in changes:
+            print(f"  {op.status:11} {op.name}")
+
+
+def to_json(run: Run, applied: bool) -> dict[str, Any]:
+    hosts = {}
+    for name, o in run.outcomes.items():
+        gate = o.gate
+        hosts[name] = {
+            "skipped": o.skipped or None,
+            "findings": [
+                {"rule": f.rule, "severity": f.severity, "title": f.title, "subject": f.subject}
+                for f in (gate.findings if gate else [])
+            ],
+            "problems": gate.problems if gate else [],
+            "build": (
+                {"name": gate.plan.name, "cuda_architectures": list(gate.plan.archs)}
+                if gate and gate.plan
+                else None
+            ),
+            "operations": [{"name": op.name, "status": op.status} for op in o.ops],
+            "changed": o.changed if applied else sum(op.status == "will change" for op in o.ops),
+            "failed": o.failed,
+        }
+    return {"inventory": run.inventory_path, "applied": applied, "hosts": hosts}
+
+
+def converge(
+    inventory: str,
+    limit: list[str] | None,
+    *,
+    apply: bool,
+    yes: bool = False,
+    force: bool = False,
+    as_json: bool = False,
+    lock_timeout: float = 900,
+    verbose: bool = True,
+) -> int:
+    _logging(verbose and not as_json)
+    try:
+        _say(f"gpuprov: checking {inventory}")
+        run = deploy.start(inventory, limit, diff=not as_json)
+    except deploy.InventoryError as exc:
+        _say(f"gpuprov: {exc}")
+        return 2
+    try:
+        if not apply:
+            deploy.add_operations(run, force)
+            _output(run, False, as_json)
+            return _code(run)
+        with deploy.locked(run, lock_timeout, _say):
+            deploy.add_operations(run, force)
+            pending = any(op.status == "will change" for o in run.outcomes.values() for op in o.ops)
+            if pending and not yes:
+                if not sys.stdin.isatty():
+                    _output(run, False, as_json)
+                    _say("gpuprov: not a terminal: pass -y to apply")
+                    return 2
+                report(run, False)
+                if not typer.confirm("Apply these changes?"):
+                    return 1
+            if pending:
+                deploy.execute(run)
+            else:
+                _say("gpuprov: nothing to change")
+        _output(run, True, as_json)
+        return _code(run)
+    finally:
+        deploy.finish(run)
+
+
+def _output(run: Run, applied: bool, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(to_json(run, applied), indent=2))
+    else:
+        report(run, applied)
+
+
+def _code(run: Run) -> int:
+    bad = any(o.skipped or o.failed for o in run.outcomes.values())
+    return 1 if bad else 0

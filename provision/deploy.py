@@ -1,0 +1,265 @@
+"""Converge hosts with pyinfra: load and validate the inventory, gate, plan, lock, apply.
+
+`plan` and `apply` share every step up to execution, so what `plan` shows is what `apply` runs.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib.util
+import logging
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from pyinfra.api.config import Config
+from pyinfra.api.connect import connect_all, disconnect_all
+from pyinfra.api.deploy import add_deploy, deploy
+from pyinfra.api.exceptions import PyinfraError
+from pyinfra.api.facts import get_facts
+from pyinfra.api.host import Host
+from pyinfra.api.inventory import Inventory
+from pyinfra.api.operations import run_ops
+from pyinfra.api.state import State
+from pyinfra.context import host as current_host
+
+from provision import gate as gates
+from provision import lock, stack
+from provision.hostplan import HostPlan, secrets
+
+log = logging.getLogger("gpuprov")
+
+
+class InventoryError(Exception):
+    """A bad inventory: names the file, the host and the field. Exit 2, nothing touched."""
+
+
+@dataclass
+class OpResult:
+    name: str
+    status: str  # changed, unchanged, failed, not run
+
+
+@dataclass
+class HostOutcome:
+    name: str
+    gate: gates.HostGate | None = None
+    skipped: str = ""
+    ops: list[OpResult] = field(default_factory=list)
+
+    @property
+    def changed(self) -> int:
+        return sum(op.status == "changed" for op in self.ops)
+
+    @property
+    def failed(self) -> bool:
+        return any(op.status == "failed" for op in self.ops)
+
+
+@dataclass
+class Run:
+    """One plan or apply over an inventory."""
+
+    inventory_path: str
+    state: State
+    plans: dict[str, HostPlan]
+    outcomes: dict[str, HostOutcome]
+
+
+def load_inventory(
+    path: str, limit: list[str] | None = None
+) -> tuple[State, Inventory, list[Host]]:
+    """Load a pyinfra inventory file; `limit` selects hosts by name or group (globs allowed).
+
+    The returned State is not initialised yet: pyinfra loads inventory files inside one.
+    """
+    from pyinfra.context import ctx_state
+    from pyinfra_cli.inventory import make_inventory
+
+    file = Path(path)
+    if not file.is_file():
+        raise InventoryError(f"{path}: no such inventory file")
+    state = State()
+    ctx_state.set(state)
+    try:
+        inventory = make_inventory(str(file), cwd=str(file.parent))
+    except Exception as exc:  # the file is user code: any error is a bad inventory
+        raise InventoryError(f"{path}: cannot load: {type(exc).__name__}: {exc}") from exc
+    hosts = list(inventory)
+    if not hosts:
+        raise InventoryError(f"{path}: no hosts")
+    if limit:
+        hosts = [h for h in hosts if any(_matches(h, pattern) for pattern in limit)]
+        if not hosts:
+            raise InventoryError(f"{path}: --limit {','.join(limit)} matches no host")
+    return state, inventory, hosts
+
+
+def _matches(host: Host, pattern: str) -> bool:
+    return fnmatch.fnmatch(host.name, pattern) or any(
+        fnmatch.fnmatch(g, pattern) for g in host.groups
+    )
+
+
+def validate(path: str, hosts: list[Host]) -> dict[str, tuple[stack.Stack, dict[str, Any]]]:
+    """Every selected host's stack, or InventoryError naming file, host and field."""
+    known = set(stack.defaults())
+    prefixes = ("llama_", "canary_", "build_toolchain_")
+    out = {}
+    for h in hosts:
+        data = h.data.dict()
+        typos = sorted(k for k in data if k.startswith(prefixes) and k not in known)
+        try:
+            if typos:
+                raise stack.StackError(typos[0], "unknown setting")
+            host_stack = stack.from_data(data)
+            secrets(host_stack)
+        except stack.StackError as exc:
+            raise InventoryError(f"{path}: host {h.name!r}: {exc}") from exc
+        out[h.name] = (host_stack, stack.variables(data))
+    return out
+
+
+def start(path: str, limit: list[str] | None, diff: bool) -> Run:
+    """Load, validate and connect; InventoryError before any host is touched."""
+    state, inventory, hosts = load_inventory(path, limit)
+    stacks = validate(path, hosts)
+    state.init(inventory, Config(DIFF=diff), initial_limit=hosts)
+    state.print_output = False
+    connect_all(state)
+    outcomes = {h.name: HostOutcome(h.name) for h in hosts}
+    for h in hosts:
+        if h not in state.activated_hosts or h in state.failed_hosts:
+            outcomes[h.name].skipped = "could not connect"
+    plans: dict[str, HostPlan] = {}
+    connected = [h for h in hosts if not outcomes[h.name].skipped]
+    outputs = get_facts(state, gates.Probes) if connected else {}
+    for h in connected:
+        host_stack, variables = stacks[h.name]
+        facts = gates.facts_from_output(h.name, outputs.get(h) or "")
+        verdict = gates.judge(h.name, facts, host_stack)
+        outcomes[h.name].gate = verdict
+        plans[h.name] = HostPlan(h.name, host_stack, variables, verdict, secrets(host_stack))
+    return Run(path, state, plans, outcomes)
+
+
+def roles() -> dict[str, ModuleType]:
+    """The roles' pyinfra task modules (roles/<role>/tasks/<role>.py)."""
+    loaded = {}
+    for name in stack.ROLE_NAMES:
+        path = stack.ROLES / name / "tasks" / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(f"gpuprov_roles.{name}", path)
+        assert spec and spec.loader
+        module = sys.modules.get(spec.name) or importlib.util.module_from_spec(spec)
+        if spec.name not in sys.modules:
+            sys.modules[spec.name] = module
+            spec.loader.exec_module(module)
+        loaded[name] = module
+    return loaded
+
+
+def add_operations(run: Run, force: bool) -> None:
+    """Generate every host's operations (pyinfra reads the facts it needs and diffs files)."""
+    r = roles()
+    for outcome in run.outcomes.values():
+        verdict = outcome.gate
+        if outcome.skipped or verdict is None:
+            continue
+        if verdict.problems:
+            outcome.skipped = "; ".join(verdict.problems)
+        elif verdict.blocked and not force:
+            outcome.skipped = "error findings (use --force to apply anyway)"
+
+    @deploy("gpuprov")
+    def converge() -> None:
+        plan = run.plans.get(current_host.name)
+        if plan is None or run.outcomes[plan.name].skipped:
+            return
+        r["build_toolchain"].build_toolchain(plan)
+        built = r["llama_cpp"].llama_cpp(plan)
+        r["llama_server"].llama_server(plan, built)
+        r["canary"].canary(plan)
+
+    try:
+        add_deploy(run.state, converge)
+    except PyinfraError as exc:  # every host failed while its operations were generated
+        log.error("%s", exc)
+    for h in run.state.failed_hosts:
+        if h.name in run.outcomes and not run.outcomes[h.name].skipped:
+            run.outcomes[h.name].skipped = "reading its state failed (see the errors above)"
+    for h in run.state.inventory.iter_activated_hosts():
+        found = run.outcomes.get(h.name)
+        if found is None or found.skipped:
+            continue
+        for op_hash in run.state.get_op_order():
+            data = run.state.ops[h].get(op_hash)
+            if data is None:
+                continue
+            name = ", ".join(sorted(run.state.get_op_meta(op_hash).names))
+            meta = data.operation_meta
+            found.ops.append(OpResult(name, "will change" if meta.changed else "unchanged"))
+
+
+def execute(run: Run) -> None:
+    """Run the generated operations, each host on its own, then record what happened."""
+    run.state.print_output = True
+    try:
+        run_ops(run.state, no_wait=True)
+    except PyinfraError as exc:
+        log.error("%s", exc)
+    for h in run.state.inventory.iter_activated_hosts():
+        found = run.outcomes.get(h.name)
+        if found is None or found.skipped:
+            continue
+        outcome = found
+        results = []
+        for op_hash in run.state.get_op_order():
+            data = run.state.ops[h].get(op_hash)
+            if data is None:
+                continue
+            name = ", ".join(sorted(run.state.get_op_meta(op_hash).names))
+            meta = data.operation_meta
+            if not meta.is_complete():
+                status = "not run"
+            elif not meta.did_succeed(_raise_if_not_complete=False):
+                status = "failed"
+            else:
+                status = "changed" if meta.did_change() else "unchanged"
+            results.append(OpResult(name, status))
+        outcome.ops = results
+        if h in run.state.failed_hosts and not outcome.failed:
+            outcome.ops.append(OpResult("host failed", "failed"))
+
+
+def finish(run: Run) -> None:
+    disconnect_all(run.state)
+
+
+@contextmanager
+def locked(run: Run, timeout: float, progress: Callable[[str], None]) -> Iterator[None]:
+    """Hold every reachable host's apply lock for the duration of the block."""
+    held: list[Host] = []
+    token = lock.token()
+    try:
+        for h in run.state.inventory.iter_activated_hosts():
+            outcome = run.outcomes.get(h.name)
+            if outcome is None or outcome.skipped:
+                continue
+            began = time.monotonic()
+            ok, detail = lock.acquire(h, token, timeout, progress)
+            if ok:
+                held.append(h)
+                waited = time.monotonic() - began
+                if waited > 1:
+                    progress(f"{h.name}: got the apply lock after {waited:.0f}s")
+            else:
+                outcome.skipped = detail
+        yield
+    finally:
+        for h in held:
+            lock.release(h, token)

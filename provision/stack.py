@@ -1,0 +1,266 @@
+"""The stack a host runs, read from its inventory data and the roles' defaults, and validated.
+
+Host data uses the same flat variable names as the roles' ``defaults/main.yml`` so one inventory
+vocabulary serves pyinfra and Ansible. Validation is pure: a bad value raises ``StackError``
+naming the field, before any host is touched.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROLES = Path(__file__).resolve().parent.parent / "roles"
+ROLE_NAMES = ("build_toolchain", "llama_cpp", "llama_server", "canary")
+
+NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+FLASH_ATTN = ("on", "off", "auto")
+CUDA_ARCH = re.compile(r"^\d{2,3}[af]?(-real|-virtual)?$")
+
+
+class StackError(ValueError):
+    """A value in a host's stack is wrong; ``field`` names it."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where llama.cpp's source comes from: a pinned git ref, or a tarball for offline hosts."""
+
+    git_url: str
+    ref: str
+    tarball: str = ""
+    tarball_subdir: str = ""
+
+    @property
+    def kind(self) -> str:
+        return "tarball" if self.tarball else "git"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One llama-server instance: one systemd unit."""
+
+    name: str
+    model: str
+    alias: str
+    port: int
+    host: str = "127.0.0.1"
+    ctx_size: int = 4096
+    parallel: int = 1
+    gpu_layers: str = ""
+    flash_attn: str = "auto"
+    cache_type_k: str = "f16"
+    cache_type_v: str = "f16"
+    mlock: bool = False
+    threads: int = 0
+    api_key_env: str = ""
+    extra_args: tuple[str, ...] = ()
+
+    @property
+    def unit(self) -> str:
+        return f"gpuprov-llama-{self.name}.service"
+
+
+@dataclass(frozen=True)
+class Canary:
+    enabled: bool = True
+    interval: int = 30
+    timeout: int = 20
+    failures: int = 2
+
+
+@dataclass(frozen=True)
+class Stack:
+    """Everything gpuprov converges on one host."""
+
+    source: Source
+    prefix: str
+    cuda_architectures: str
+    cmake_args: tuple[str, ...]
+    build_jobs: int
+    install_toolchain: bool
+    profiles: tuple[Profile, ...] = ()
+    canary: Canary = field(default_factory=Canary)
+    server_user: str = "gpuprov-llama"
+
+
+@functools.cache
+def defaults() -> Mapping[str, Any]:
+    """The roles' defaults/main.yml merged, in role order."""
+    merged: dict[str, Any] = {}
+    for role in ROLE_NAMES:
+        path = ROLES / role / "defaults" / "main.yml"
+        merged.update(yaml.safe_load(path.read_text()) or {})
+    return merged
+
+
+def variables(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Defaults overlaid with the host's data (only the names the roles define)."""
+    base = dict(defaults())
+    base.update({k: v for k, v in data.items() if k in base})
+    return base
+
+
+def from_data(data: Mapping[str, Any]) -> Stack:
+    """Validate a host's data into a Stack; raise StackError naming the bad field."""
+    v = variables(data)
+    source = Source(
+        git_url=_text(v, "llama_cpp_git_url"),
+        ref=_text(v, "llama_cpp_ref"),
+        tarball=_text(v, "llama_cpp_tarball", empty=True),
+        tarball_subdir=_text(v, "llama_cpp_tarball_subdir", empty=True),
+    )
+    if source.tarball and not Path(source.tarball).is_file():
+        raise StackError("llama_cpp_tarball", f"no such file on this machine: {source.tarball}")
+    if not source.tarball and not re.match(r"^[A-Za-z0-9._/-]+$", source.ref):
+        raise StackError("llama_cpp_ref", f"not a git ref: {source.ref!r}")
+    archs = str(v.get("llama_cpp_cuda_architectures") or "")
+    if archs and not all(CUDA_ARCH.match(a) for a in archs.split(";")):
+        raise StackError("llama_cpp_cuda_architectures", f"expected e.g. '86;120a', got {archs!r}")
+    profiles = _profiles(v.get("llama_server_profiles"), v.get("llama_server_defaults") or {})
+    return Stack(
+        source=source,
+        prefix=_absolute(v, "llama_cpp_prefix"),
+        cuda_architectures=archs,
+        cmake_args=_strings(v, "llama_cpp_cmake_args"),
+        build_jobs=_int(v, "llama_cpp_build_jobs", 0, 1024),
+        install_toolchain=_bool(v, "build_toolchain_install"),
+        profiles=profiles,
+        canary=Canary(
+            enabled=_bool(v, "canary_enabled"),
+            interval=_int(v, "canary_interval", 5, 86400),
+            timeout=_int(v, "canary_timeout", 1, 600),
+            failures=_int(v, "canary_failures", 1, 100),
+        ),
+        server_user=_name(v, "llama_server_user"),
+    )
+
+
+def _profiles(raw: Any, base: Any) -> tuple[Profile, ...]:
+    if not isinstance(raw, list):
+        raise StackError("llama_server_profiles", "must be a list of profiles")
+    if not isinstance(base, Mapping):
+        raise StackError("llama_server_defaults", "must be a mapping")
+    profiles: list[Profile] = []
+    for i, item in enumerate(raw):
+        where = f"llama_server_profiles[{i}]"
+        if not isinstance(item, Mapping):
+            raise StackError(where, "must be a mapping")
+        merged = {**base, **item}
+        profiles.append(_profile(where, merged))
+    for attr in ("name", "port"):
+        seen: set[object] = set()
+        for i, p in enumerate(profiles):
+            value = getattr(p, attr)
+            if value in seen:
+                raise StackError(f"llama_server_profiles[{i}].{attr}", f"duplicate {value!r}")
+            seen.add(value)
+    return tuple(profiles)
+
+
+def _profile(where: str, v: Mapping[str, Any]) -> Profile:
+    known = set(Profile.__dataclass_fields__)
+    unknown = sorted(set(v) - known)
+    if unknown:
+        raise StackError(
+            f"{where}.{unknown[0]}", f"unknown setting (known: {', '.join(sorted(known))})"
+        )
+    name = _name(v, "name", where)
+    gpu_layers = str(v.get("gpu_layers", "") or "")
+    if gpu_layers and not (gpu_layers.isdigit() or gpu_layers in ("auto", "all")):
+        raise StackError(f"{where}.gpu_layers", f"a number, 'auto' or 'all', got {gpu_layers!r}")
+    flash = str(v.get("flash_attn", "auto"))
+    if flash not in FLASH_ATTN:
+        raise StackError(f"{where}.flash_attn", f"one of {', '.join(FLASH_ATTN)}, got {flash!r}")
+    caches = {}
+    for key in ("cache_type_k", "cache_type_v"):
+        caches[key] = str(v.get(key, "f16"))
+        if caches[key] not in CACHE_TYPES:
+            raise StackError(f"{where}.{key}", f"one of {', '.join(CACHE_TYPES)}")
+    api_key_env = _text(v, "api_key_env", where, empty=True)
+    if api_key_env and not ENV_NAME.match(api_key_env):
+        raise StackError(f"{where}.api_key_env", "the name of an environment variable")
+    return Profile(
+        name=name,
+        model=_absolute(v, "model", where),
+        alias=_text(v, "alias", where) if "alias" in v else name,
+        port=_int(v, "port", 1, 65535, where),
+        host=_text(v, "host", where) if "host" in v else "127.0.0.1",
+        ctx_size=_int(v, "ctx_size", 0, 10_000_000, where) if "ctx_size" in v else 4096,
+        parallel=_int(v, "parallel", 1, 1024, where) if "parallel" in v else 1,
+        gpu_layers=gpu_layers,
+        flash_attn=flash,
+        cache_type_k=caches["cache_type_k"],
+        cache_type_v=caches["cache_type_v"],
+        mlock=_bool(v, "mlock", where) if "mlock" in v else False,
+        threads=_int(v, "threads", 0, 4096, where) if "threads" in v else 0,
+        api_key_env=api_key_env,
+        extra_args=_strings(v, "extra_args", where) if "extra_args" in v else (),
+    )
+
+
+def _key(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else key
+
+
+def _text(v: Mapping[str, Any], key: str, where: str = "", empty: bool = False) -> str:
+    value = v.get(key, "")
+    if value is None:
+        value = ""
+    if not isinstance(value, str):
+        raise StackError(_key(where, key), f"must be a string, got {type(value).__name__}")
+    if not value and not empty:
+        raise StackError(_key(where, key), "must not be empty")
+    if any(ord(c) < 32 for c in value):
+        raise StackError(_key(where, key), "must not contain control characters")
+    return value
+
+
+def _name(v: Mapping[str, Any], key: str, where: str = "") -> str:
+    value = _text(v, key, where)
+    if not NAME.match(value):
+        raise StackError(_key(where, key), f"lower-case letters, digits and '-', got {value!r}")
+    return value
+
+
+def _absolute(v: Mapping[str, Any], key: str, where: str = "") -> str:
+    value = _text(v, key, where)
+    if not value.startswith("/") or "/../" in f"{value}/":
+        raise StackError(_key(where, key), f"must be an absolute path, got {value!r}")
+    return value
+
+
+def _int(v: Mapping[str, Any], key: str, low: int, high: int, where: str = "") -> int:
+    value = v.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise StackError(_key(where, key), f"must be an integer {low}-{high}, got {value!r}")
+    return value
+
+
+def _bool(v: Mapping[str, Any], key: str, where: str = "") -> bool:
+    value = v.get(key)
+    if not isinstance(value, bool):
+        raise StackError(_key(where, key), f"must be true or false, got {value!r}")
+    return value
+
+
+def _strings(v: Mapping[str, Any], key: str, where: str = "") -> tuple[str, ...]:
+    value = v.get(key) or []
+    if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
+        raise StackError(_key(where, key), "must be a list of strings")
+    if any(any(ord(c) < 32 for c in s) for s in value):
+        raise StackError(_key(where, key), "must not contain control characters")
+    return tuple(value)

@@ -1,0 +1,66 @@
+"""pyinfra tasks of the canary role (Ansible: tasks/main.yml)."""
+
+from __future__ import annotations
+
+import dataclasses
+from io import StringIO
+from pathlib import Path
+
+from pyinfra.api.deploy import deploy
+from pyinfra.context import host
+from pyinfra.facts.deb import DebPackages
+from pyinfra.facts.files import File
+from pyinfra.operations import apt, files, systemd
+
+from provision import templates
+from provision.hostplan import HostPlan
+
+FILES = Path(__file__).resolve().parent.parent / "files"
+UNITS = "/etc/systemd/system"
+TIMER = "gpuprov-canary.timer"
+
+
+@deploy("Canary")
+def canary(plan: HostPlan) -> None:
+    v = plan.variables
+    if not plan.stack.canary.enabled or not plan.stack.profiles:
+        if host.get_fact(File, path=f"{UNITS}/{TIMER}"):
+            systemd.service(name="Stop the canary", service=TIMER, running=False, enabled=False)
+        return
+    if "python3-requests" not in (host.get_fact(DebPackages) or {}):
+        apt.packages(name="Install python3-requests", packages=["python3-requests"], update=True)
+    profiles = [dataclasses.asdict(p) for p in plan.stack.profiles]
+    ops = [
+        files.put(
+            name="Canary script",
+            src=str(FILES / "gpuprov_canary.py"),
+            dest=v["canary_script"],
+            mode="755",
+            create_remote_dir=True,
+        ),
+        files.put(
+            name="Canary targets",
+            src=StringIO(templates.render("canary", "canary.tsv.j2", profiles=profiles, **v)),
+            dest=v["canary_config"],
+            mode="644",
+            create_remote_dir=True,
+        ),
+    ]
+    units = [
+        files.put(
+            name=f"Unit {name}",
+            src=StringIO(templates.render("canary", f"{name}.j2", **v)),
+            dest=f"{UNITS}/{name}",
+            mode="644",
+        )
+        for name in ("gpuprov-canary.service", TIMER)
+    ]
+    if any(op.changed for op in units):
+        systemd.daemon_reload(name="Reload systemd units")
+    systemd.service(
+        name=f"Run {TIMER}",
+        service=TIMER,
+        running=True,
+        enabled=True,
+        restarted=any(op.changed for op in units + ops),
+    )

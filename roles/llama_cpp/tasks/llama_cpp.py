@@ -1,0 +1,52 @@
+"""pyinfra tasks of the llama_cpp role (Ansible: tasks/main.yml).
+
+Builds only when the planned build (named by a hash of source and flags) is not the one `current`
+points at; the build script switches `current` only after the new binary runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyinfra.api.command import QuoteString, StringCommand
+from pyinfra.api.deploy import deploy
+from pyinfra.api.operation import OperationMeta
+from pyinfra.context import host
+from pyinfra.facts.files import File, Link
+from pyinfra.operations import files, server
+
+from provision import build
+from provision.hostplan import HostPlan
+
+FILES = Path(__file__).resolve().parent.parent / "files"
+
+
+@deploy("llama.cpp")
+def llama_cpp(plan: HostPlan) -> OperationMeta | None:
+    """Returns the build operation when a build (or a switch of `current`) is needed."""
+    stack, chosen = plan.stack, plan.gate.plan
+    assert chosen is not None
+    files.put(
+        name="Install the llama.cpp build script",
+        src=str(FILES / "llama-build.sh"),
+        dest=build.SCRIPT,
+        mode="755",
+        create_remote_dir=True,
+    )
+    if chosen.tarball_remote:
+        files.put(
+            name="Upload the llama.cpp source tarball",
+            src=stack.source.tarball,
+            dest=chosen.tarball_remote,
+            mode="644",
+            create_remote_dir=True,
+        )
+    built = host.get_fact(File, path=f"{stack.prefix}/builds/{chosen.name}/.complete")
+    link = host.get_fact(Link, path=f"{stack.prefix}/current")
+    if built and link and link.get("link_target") == f"builds/{chosen.name}":
+        return None
+    argv = build.command(stack, chosen, plan.variables["llama_cpp_ccache_dir"])
+    return server.shell(
+        name=f"Build llama-server {chosen.name}" if not built else f"Switch to {chosen.name}",
+        commands=[StringCommand(*(QuoteString(a) for a in argv))],  # type: ignore[list-item]
+    )
