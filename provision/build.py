@@ -84,9 +84,11 @@ def file_sha256(path: str) -> str:
     return _sha256(path, st.st_size, st.st_mtime)
 
 
-def plan(stack: Stack, facts: HostFacts) -> Build:
+def plan(stack: Stack, facts: HostFacts, nvcc: str = "") -> Build:
+    """The build for this host; `nvcc` pins CMake's CUDA compiler for a CUDA build."""
     archs = architectures(stack, facts)
-    args = cmake_args(archs, stack.cmake_args)
+    compiler = (f"-DCMAKE_CUDA_COMPILER={nvcc}",) if archs and nvcc else ()
+    args = cmake_args(archs, compiler + stack.cmake_args)
     src = stack.source
     if src.tarball:
         sha = file_sha256(src.tarball)

@@ -66,20 +66,23 @@ def judge(name: str, facts: HostFacts, stack: Stack) -> HostGate:
     gate = HostGate(name, facts, engine.evaluate(facts))
     gate.findings += stack_findings(stack)
     try:
-        gate.plan = build.plan(stack, facts)
+        archs = build.architectures(stack, facts)
     except build.BuildError as exc:
         gate.problems.append(str(exc))
         return gate
-    if gate.plan.cuda:
+    if archs:
         good = [t for t in recommend.good_toolkits(facts) if (t.path or "").endswith("/nvcc")]
         release = recommend.nvcc(facts).value.removeprefix("CUDA ")
-        if good:
+        if stack.cuda_compiler:
+            gate.nvcc = stack.cuda_compiler
+        elif good:
             gate.nvcc = good[0].path or ""
         elif re.fullmatch(r"\d+\.\d+", release):
             gate.install_cuda = release
             gate.nvcc = f"/usr/local/cuda-{release}/bin/nvcc"
         else:
             gate.problems.append(f"no CUDA toolkit to build with: {release}")
+    gate.plan = build.plan(stack, facts, gate.nvcc)
     gate.findings += planned_build_findings(facts, gate.plan, gate.nvcc)
     gate.findings.sort(key=lambda f: (engine.SEVERITY_RANK[f.severity], f.rule, f.subject))
     return gate

@@ -89,6 +89,7 @@ class Stack:
     source: Source
     prefix: str
     cuda_architectures: str
+    cuda_compiler: str
     cmake_args: tuple[str, ...]
     build_jobs: int
     install_toolchain: bool
@@ -135,6 +136,9 @@ def from_data(data: Mapping[str, Any]) -> Stack:
         source=source,
         prefix=_absolute(v, "llama_cpp_prefix"),
         cuda_architectures=archs,
+        cuda_compiler=_absolute(v, "llama_cpp_cuda_compiler")
+        if v.get("llama_cpp_cuda_compiler")
+        else "",
         cmake_args=_strings(v, "llama_cpp_cmake_args"),
         build_jobs=_int(v, "llama_cpp_build_jobs", 0, 1024),
         install_toolchain=_bool(v, "build_toolchain_install"),

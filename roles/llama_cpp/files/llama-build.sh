@@ -56,8 +56,9 @@ if [ -n "$tarball" ]; then
         src=$(find "$work/src" -mindepth 1 -maxdepth 1 -type d | head -n 1)/$subdir
         [ -d "$src" ] || src="$work/src/$subdir"
     else
-        src=$(dirname "$(find "$work/src" -path '*/tools/server/CMakeLists.txt' | head -n 1)")
-        src=${src%/tools/server}
+        src=$(find "$work/src" -path '*/tools/server/CMakeLists.txt' | head -n 1)
+        [ -n "$src" ] || { echo "llama-build: no tools/server/CMakeLists.txt in $tarball" >&2; exit 1; }
+        src=${src%/tools/server/CMakeLists.txt}
     fi
 else
     say "fetching $ref from $git_url"
@@ -83,7 +84,12 @@ cp "$work/build/bin/llama-server" "$stage/bin/"
     echo "llama-build: the new llama-server does not run:" >&2; cat "$stage/version.txt" >&2; exit 1; }
 say "built: $(grep -m1 version "$stage/version.txt" || true)"
 if [ -n "$expect" ]; then
-    cuobjdump=$(command -v cuobjdump || echo "${CUDACXX%/nvcc}/cuobjdump")
+    nvcc=$(sed -n 's/^CMAKE_CUDA_COMPILER:[A-Z]*=//p' "$work/build/CMakeCache.txt")
+    cuobjdump=
+    for c in "${nvcc%/*}/cuobjdump" "$(command -v cuobjdump || true)" /usr/local/cuda/bin/cuobjdump; do
+        if [ -n "$c" ] && [ -x "$c" ]; then cuobjdump=$c; break; fi
+    done
+    [ -n "$cuobjdump" ] || { echo "llama-build: cuobjdump not found (for --expect-archs)" >&2; exit 1; }
     "$cuobjdump" --list-elf "$stage/bin/llama-server" > "$stage/cubins.txt"
     for arch in $expect; do
         grep -q "sm_$arch\." "$stage/cubins.txt" || {
