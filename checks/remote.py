@@ -6,6 +6,7 @@ by marker lines so the same pure parsers read it as they read a local run.
 
 from __future__ import annotations
 
+import math
 import re
 
 from checks.facts import HostFacts, ProbeResult, merge
@@ -20,8 +21,9 @@ def script(probes: list[Probe]) -> str:
     parts = ["command -v timeout >/dev/null 2>&1 && T=timeout || T="]
     for i, probe in enumerate(probes):
         body = probe.command.replace("'", "'\\''")
-        run = f"${{T:+$T {int(probe.timeout)}}} sh -c '{body}' 2>&1"
-        line = f"echo '{MARK} {i} begin'; {run}; echo \"{MARK} {i} end $?\""
+        run = f"${{T:+$T {max(1, math.ceil(probe.timeout))}}} sh -c '{body}' 2>&1"
+        end = f"printf '\\n{MARK} {i} end %d\\n' $?"
+        line = f"echo '{MARK} {i} begin'; {run}; {end}"
         if probe.requires:
             line = (
                 f"if command -v {probe.requires} >/dev/null 2>&1; then {line}; "
@@ -44,7 +46,7 @@ def parse(probes: list[Probe], output: str, source: str) -> HostFacts:
         elif m.group(2) == "begin":
             starts[i] = m.end() + 1
         elif i in starts:
-            bodies[i] = output[starts[i] : m.start()]
+            bodies[i] = output[starts[i] : m.start()].removesuffix("\n")  # the one printf added
             status[i] = "timeout" if m.group(3) == "124" else "ok"
     fragments: list[HostFacts] = []
     results: list[ProbeResult] = []

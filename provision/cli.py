@@ -239,6 +239,12 @@ def apply(
     raise typer.Exit(code)
 
 
+def _testhost_app() -> typer.Typer:
+    from provision.testhost_cli import app as testhost_app
+
+    return testhost_app
+
+
 def expand_from(argv: list[str]) -> list[str]:
     """Let `--from a b c` mean `--from a --from b --from c` (click options take one value)."""
     out: list[str] = []
@@ -256,4 +262,8 @@ def expand_from(argv: list[str]) -> list[str]:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["testhost"]:
+        app.add_typer(_testhost_app(), name="testhost")
+    else:  # listed in --help without importing it for every command
+        app.add_typer(typer.Typer(help="Real systemd test hosts (podman, SSH)."), name="testhost")
     app(args=expand_from(sys.argv[1:]), prog_name="gpuprov")

@@ -77,9 +77,9 @@ def judge(name: str, facts: HostFacts, stack: Stack) -> HostGate:
             gate.nvcc = stack.cuda_compiler
         elif good:
             gate.nvcc = good[0].path or ""
-        elif re.fullmatch(r"\d+\.\d+", release):
-            gate.install_cuda = release
-            gate.nvcc = f"/usr/local/cuda-{release}/bin/nvcc"
+        elif m := re.match(r"(\d+\.\d+)(\.\d+)?$", release):
+            gate.install_cuda = m.group(1)
+            gate.nvcc = f"/usr/local/cuda-{m.group(1)}/bin/nvcc"
         else:
             gate.problems.append(f"no CUDA toolkit to build with: {release}")
     gate.plan = build.plan(stack, facts, gate.nvcc)

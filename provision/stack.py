@@ -23,6 +23,14 @@ NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 FLASH_ATTN = ("on", "off", "auto")
+SAFE_PATH = re.compile(r"^/[A-Za-z0-9._/+@-]+$")
+PATH_SETTINGS = (
+    "llama_server_config_dir",
+    "llama_cpp_ccache_dir",
+    "canary_script",
+    "canary_config",
+    "canary_state_dir",
+)
 CUDA_ARCH = re.compile(r"^\d{2,3}[af]?(-real|-virtual)?$")
 
 
@@ -124,6 +132,11 @@ def from_data(data: Mapping[str, Any]) -> Stack:
         tarball=_text(v, "llama_cpp_tarball", empty=True),
         tarball_subdir=_text(v, "llama_cpp_tarball_subdir", empty=True),
     )
+    for key in ("llama_cpp_git_url", "llama_cpp_ref"):
+        if str(v.get(key) or "").startswith("-"):
+            raise StackError(key, "must not start with '-'")
+    for key in PATH_SETTINGS:
+        _absolute(v, key)
     if source.tarball and not Path(source.tarball).is_file():
         raise StackError("llama_cpp_tarball", f"no such file on this machine: {source.tarball}")
     if not source.tarball and not re.match(r"^[A-Za-z0-9._/-]+$", source.ref):
@@ -134,7 +147,7 @@ def from_data(data: Mapping[str, Any]) -> Stack:
     profiles = _profiles(v.get("llama_server_profiles"), v.get("llama_server_defaults") or {})
     return Stack(
         source=source,
-        prefix=_absolute(v, "llama_cpp_prefix"),
+        prefix=_safe_path(v, "llama_cpp_prefix"),
         cuda_architectures=archs,
         cuda_compiler=_absolute(v, "llama_cpp_cuda_compiler")
         if v.get("llama_cpp_cuda_compiler")
@@ -183,7 +196,10 @@ def _profile(where: str, v: Mapping[str, Any]) -> Profile:
             f"{where}.{unknown[0]}", f"unknown setting (known: {', '.join(sorted(known))})"
         )
     name = _name(v, "name", where)
-    gpu_layers = str(v.get("gpu_layers", "") or "")
+    raw_layers = v.get("gpu_layers", "")
+    if isinstance(raw_layers, bool):
+        raise StackError(f"{where}.gpu_layers", "a number, 'auto' or 'all', got a boolean")
+    gpu_layers = "" if raw_layers in (None, "") else str(raw_layers)
     if gpu_layers and not (gpu_layers.isdigit() or gpu_layers in ("auto", "all")):
         raise StackError(f"{where}.gpu_layers", f"a number, 'auto' or 'all', got {gpu_layers!r}")
     flash = str(v.get("flash_attn", "auto"))
@@ -244,6 +260,14 @@ def _absolute(v: Mapping[str, Any], key: str, where: str = "") -> str:
     value = _text(v, key, where)
     if not value.startswith("/") or "/../" in f"{value}/":
         raise StackError(_key(where, key), f"must be an absolute path, got {value!r}")
+    return value
+
+
+def _safe_path(v: Mapping[str, Any], key: str) -> str:
+    """An absolute path safe in an ExecStart binary name (systemd unescapes nothing there)."""
+    value = _absolute(v, key)
+    if not SAFE_PATH.match(value):
+        raise StackError(key, f"letters, digits and ._/+@- only, got {value!r}")
     return value
 
 

@@ -1,0 +1,57 @@
+"""Real systemd test hosts for end-to-end tests (provision/testhost.py).
+
+They need root, podman, runc and debootstrap: without them the tests skip, or fail when
+GPUPROV_E2E=required. Hosts come down at the end of the session unless
+GPUPROV_KEEP_TESTHOSTS=1. Every host mounts <state dir>/ccache at /var/cache/gpuprov/ccache,
+so compiler output survives between runs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+
+import pytest
+
+from provision import testhost
+
+MakeHost = Callable[..., testhost.TestHost]
+
+
+def require_testhosts() -> None:
+    """Skip when test hosts cannot run here, unless GPUPROV_E2E=required (then fail)."""
+    problems = testhost.missing_requirements(build=True)
+    if problems:
+        reason = "test hosts unavailable: " + "; ".join(problems)
+        if os.environ.get("GPUPROV_E2E") == "required":
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="session", name="testhost_factory")
+def testhost_factory_fixture() -> Iterator[MakeHost]:
+    """make(name, volumes=()) -> TestHost: a freshly booted host, the same one on later calls."""
+    require_testhosts()
+    keep = os.environ.get("GPUPROV_KEEP_TESTHOSTS") == "1"
+    ccache = testhost.state_dir() / "ccache"
+    ccache.mkdir(parents=True, exist_ok=True)
+    made: list[str] = []
+
+    def make(name: str, volumes: Sequence[tuple[str, str]] = ()) -> testhost.TestHost:
+        if not keep and name not in made:
+            testhost.down(name)
+        host = testhost.up(name, volumes=[(str(ccache), testhost.CCACHE_MOUNT), *volumes])
+        if name not in made:
+            made.append(name)
+        return host
+
+    yield make
+    if not keep:
+        for name in made:
+            testhost.down(name)
+
+
+@pytest.fixture(scope="session", name="testhost")
+def testhost_fixture(testhost_factory: MakeHost) -> testhost.TestHost:
+    """The shared host e2e1."""
+    return testhost_factory("e2e1")
