@@ -17,6 +17,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import gevent
 from pyinfra.api.config import Config
 from pyinfra.api.connect import connect_all, disconnect_all
 from pyinfra.api.deploy import add_deploy, deploy
@@ -200,7 +201,7 @@ def add_operations(run: Run, force: bool) -> None:
             data = run.state.ops[h].get(op_hash)
             if data is None:
                 continue
-            name = ", ".join(sorted(run.state.get_op_meta(op_hash).names))
+            name = _op_name(run.state.get_op_meta(op_hash).names)
             meta = data.operation_meta
             found.ops.append(OpResult(name, "will change" if meta.changed else "unchanged"))
 
@@ -208,6 +209,8 @@ def add_operations(run: Run, force: bool) -> None:
 def execute(run: Run) -> None:
     """Run the generated operations, each host on its own, then record what happened."""
     run.state.print_output = True
+    hub = gevent.get_hub()
+    hub.NOT_ERROR = (*hub.NOT_ERROR, PyinfraError)  # a failed host is reported below, once
     try:
         run_ops(run.state, no_wait=True)
     except PyinfraError as exc:
@@ -222,7 +225,7 @@ def execute(run: Run) -> None:
             data = run.state.ops[h].get(op_hash)
             if data is None:
                 continue
-            name = ", ".join(sorted(run.state.get_op_meta(op_hash).names))
+            name = _op_name(run.state.get_op_meta(op_hash).names)
             meta = data.operation_meta
             if not meta.is_complete():
                 status = "not run"
@@ -234,6 +237,11 @@ def execute(run: Run) -> None:
         outcome.ops = results
         if h in run.state.failed_hosts and not outcome.failed:
             outcome.ops.append(OpResult("host failed", "failed"))
+
+
+def _op_name(names: set[str]) -> str:
+    """An operation's own name, without the deploys it sits in ("gpuprov | llama.cpp | ...")."""
+    return ", ".join(sorted(n.rsplit(" | ", 1)[-1] for n in names))
 
 
 def finish(run: Run) -> None:

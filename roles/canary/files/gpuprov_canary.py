@@ -44,7 +44,7 @@ def probe(url: str, alias: str, key: str, timeout: float) -> tuple[str, str]:
             return "loading", "model still loading"
         body = {"model": alias, "prompt": "Hi", "n_predict": 1, "cache_prompt": False}
         reply = requests.post(f"{url}/completion", json=body, headers=headers, timeout=timeout)
-    except requests.RequestException as exc:
+    except (requests.RequestException, ValueError) as exc:  # ValueError: a key latin-1 can't send
         return "fail", type(exc).__name__
     if reply.status_code != 200:
         return "fail", f"HTTP {reply.status_code}"

@@ -49,7 +49,7 @@ def canary(plan: HostPlan) -> None:
     units = [
         files.put(
             name=f"Unit {name}",
-            src=StringIO(templates.render("canary", f"{name}.j2", **v)),
+            src=StringIO(templates.render("canary", f"{name}.j2", profiles=profiles, **v)),
             dest=f"{UNITS}/{name}",
             mode="644",
         )

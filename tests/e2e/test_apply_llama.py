@@ -1,0 +1,302 @@
+"""`gpuprov apply` end to end on a real systemd test host, checked testinfra-style over SSH.
+
+Real: the test host (systemd as PID 1 in a podman container, its own network namespace, SSH),
+pyinfra, the llama.cpp source vendored in the llama-cpp-python sdist built CPU-only on the host,
+llama-server serving a tiny GGUF model written with the gguf package, systemd restarting it, the
+canary timer. Nothing is stubbed. The tests run in order and share one host and one build.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from provision import testhost
+from tests.support import tiny_gguf
+
+ROOT = Path(__file__).resolve().parents[2]
+GPUPROV = [str(Path(sys.executable).parent / "gpuprov")]
+SDIST = "llama-cpp-python==0.3.36"
+MODEL = "/srv/models/tiny.gguf"
+PREFIX = "/opt/gpuprov/llama.cpp"
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="session")
+def sdist() -> Path:
+    """The llama-cpp-python sdist (llama.cpp's source in vendor/), downloaded once."""
+    cache = testhost.state_dir() / "sources"
+    cache.mkdir(parents=True, exist_ok=True)
+    found = sorted(cache.glob("llama_cpp_python-*.tar.gz"))
+    if not found:
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                "-d",
+                str(cache),
+                SDIST,
+            ],
+            check=True,
+        )
+        found = sorted(cache.glob("llama_cpp_python-*.tar.gz"))
+    return found[-1]
+
+
+class Host:
+    """Shell access to the test host, for assertions."""
+
+    def __init__(self, record: testhost.TestHost) -> None:
+        self.record = record
+
+    def run(self, command: str, check: bool = True, timeout: float = 60) -> str:
+        done = subprocess.run(
+            testhost.ssh_command(self.record, command),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(f"{command!r} failed ({done.returncode}): {done.stderr}")
+        return done.stdout
+
+    def ok(self, command: str) -> bool:
+        return subprocess.run(testhost.ssh_command(self.record, command)).returncode == 0
+
+    def main_pid(self, unit: str) -> int:
+        return int(self.run(f"systemctl show -p MainPID --value {unit}").strip())
+
+    def active(self, unit: str) -> bool:
+        return self.run(f"systemctl is-active {unit}", check=False).strip() == "active"
+
+    def get(self, port: int, path: str) -> str:
+        return self.run(f"curl -s -m 5 http://127.0.0.1:{port}{path}", check=False)
+
+    def complete(self, port: int) -> dict[str, Any]:
+        body = json.dumps({"prompt": "Hi", "n_predict": 4})
+        out = self.run(
+            f"curl -s -m 10 -H 'Content-Type: application/json' -d '{body}' "
+            f"http://127.0.0.1:{port}/completion"
+        )
+        return dict(json.loads(out))
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float, step: float = 0.5) -> float:
+    """Seconds until `check()` held; fails the test after `timeout`."""
+    began = time.monotonic()
+    while time.monotonic() - began < timeout:
+        if check():
+            return time.monotonic() - began
+        time.sleep(step)
+    raise AssertionError(f"{what}: not within {timeout}s")
+
+
+@pytest.fixture(scope="module")
+def host(testhost_factory: Callable[[str], testhost.TestHost], tmp_path_factory: Any) -> Host:
+    record = testhost_factory("e2e-llama")
+    h = Host(record)
+    model = tiny_gguf.write(tmp_path_factory.mktemp("model") / "tiny.gguf")
+    h.run("mkdir -p /srv/models")
+    subprocess.run(
+        [
+            "scp",
+            *testhost.ssh_options(record.ssh_key, record.known_hosts),
+            str(model),
+            f"root@{record.address}:{MODEL}",
+        ],
+        check=True,
+    )
+    h.run(f"chmod 644 {MODEL}")
+    return h
+
+
+class Inventory:
+    """Writes the inventory file the tests apply, from a base and per-test changes."""
+
+    def __init__(self, path: Path, record: testhost.TestHost, sdist: Path) -> None:
+        self.path = path
+        name, data = testhost.pyinfra_host(record)
+        self.name = name
+        self.data = {
+            **data,
+            "llama_cpp_tarball": str(sdist),
+            "llama_cpp_tarball_subdir": "vendor/llama.cpp",
+            "llama_server_profiles": [
+                {"name": "alpha", "model": MODEL, "port": 8081, "ctx_size": 256},
+                {"name": "beta", "model": MODEL, "port": 8082, "ctx_size": 256, "alias": "b"},
+            ],
+            "canary_interval": 6,
+            "canary_timeout": 3,
+        }
+
+    def write(self, **changes: Any) -> Path:
+        data = {**self.data, **changes}
+        self.path.write_text(f"hosts = [({self.name!r}, {data!r})]\n")
+        return self.path
+
+
+@pytest.fixture(scope="module")
+def inventory(host: Host, sdist: Path, tmp_path_factory: Any) -> Inventory:
+    return Inventory(tmp_path_factory.mktemp("inv") / "inventory.py", host.record, sdist)
+
+
+def gpuprov(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    done = subprocess.run(
+        [*GPUPROV, *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=timeout
+    )
+    sys.stderr.write(done.stderr[-4000:])
+    return done
+
+
+def apply(inventory: Inventory, **changes: Any) -> tuple[int, dict[str, Any], str]:
+    done = gpuprov("apply", str(inventory.write(**changes)), "-y", "--json")
+    report = json.loads(done.stdout) if done.stdout.strip().startswith("{") else {}
+    return done.returncode, report, done.stderr
+
+
+def host_report(report: dict[str, Any], inventory: Inventory) -> dict[str, Any]:
+    return dict(report["hosts"][inventory.name])
+
+
+def test_first_apply_builds_and_serves(host: Host, inventory: Inventory) -> None:
+    fresh = not host.ok(f"test -e {PREFIX}/current")  # a kept host may be converged already
+    code, report, stderr = apply(inventory)
+    assert code == 0, stderr
+    result = host_report(report, inventory)
+    names = [op["name"] for op in result["operations"] if op["status"] == "changed"]
+    if fresh:
+        assert any(n.startswith("Build llama-server") for n in names), names
+        assert "llama-build" in stderr  # the build's progress is shown
+    for unit in ("gpuprov-llama-alpha.service", "gpuprov-llama-beta.service"):
+        assert host.active(unit)
+        assert host.ok(f"systemctl is-enabled {unit}")
+        host.run(f"systemd-analyze verify /etc/systemd/system/{unit}")
+    assert host.run("stat -c %a /etc/gpuprov/llama/alpha.env").strip() == "600"
+    assert host.run(f"readlink {PREFIX}/current").startswith("builds/")
+
+
+def test_servers_answer(host: Host) -> None:
+    for port in (8081, 8082):
+        wait_for(f"/health on {port}", lambda p=port: '"ok"' in host.get(p, "/health"), 60)
+        reply = host.complete(port)
+        assert reply["tokens_predicted"] >= 1
+        assert isinstance(reply["content"], str)
+
+
+def test_canary_logs_its_checks(host: Host) -> None:
+    def logged() -> bool:
+        log = host.run("journalctl -q -u gpuprov-canary.service --no-pager", check=False)
+        return "gpuprov-llama-alpha.service: ok" in log and "gpuprov-llama-beta.service: ok" in log
+
+    wait_for("a canary check in the journal", logged, 40, step=2)
+    assert host.active("gpuprov-canary.timer")
+
+
+def test_second_apply_changes_nothing(host: Host, inventory: Inventory) -> None:
+    before = host.run(f"stat -c %Y {PREFIX}/current/bin/llama-server")
+    pids = [host.main_pid(f"gpuprov-llama-{n}.service") for n in ("alpha", "beta")]
+    code, report, stderr = apply(inventory)
+    assert code == 0, stderr
+    result = host_report(report, inventory)
+    assert result["changed"] == 0, [
+        op for op in result["operations"] if op["status"] != "unchanged"
+    ]
+    assert not any(op["name"].startswith("Build") for op in result["operations"])
+    assert host.run(f"stat -c %Y {PREFIX}/current/bin/llama-server") == before
+    assert [host.main_pid(f"gpuprov-llama-{n}.service") for n in ("alpha", "beta")] == pids
+
+
+def test_kill_9_is_restarted_by_systemd(host: Host) -> None:
+    unit = "gpuprov-llama-alpha.service"
+    pid = host.main_pid(unit)
+    host.run(f"kill -9 {pid}")
+
+    def back() -> bool:
+        return host.active(unit) and host.main_pid(unit) not in (0, pid)
+
+    took = wait_for("the killed server back", back, 15)
+    print(f"restarted after kill -9 in {took:.1f}s")
+    wait_for("/health after restart", lambda: '"ok"' in host.get(8081, "/health"), 30)
+
+
+def test_hung_server_is_restarted_by_the_canary(host: Host) -> None:
+    unit = "gpuprov-llama-beta.service"
+    pid = host.main_pid(unit)
+    host.run(f"kill -STOP {pid}")
+    try:
+        wait_for("the canary restarting the hung server", lambda: host.main_pid(unit) != pid, 60, 1)
+    finally:
+        host.run(f"kill -CONT {pid}", check=False)
+    log = host.run("journalctl -q -u gpuprov-canary.service --no-pager")
+    assert f"restarting {unit}" in log
+    wait_for("/health after the canary's restart", lambda: '"ok"' in host.get(8082, "/health"), 30)
+
+
+def test_changing_one_profile_restarts_only_that_unit(host: Host, inventory: Inventory) -> None:
+    alpha, beta = (host.main_pid(f"gpuprov-llama-{n}.service") for n in ("alpha", "beta"))
+    profiles = [dict(p) for p in inventory.data["llama_server_profiles"]]
+    profiles[1]["ctx_size"] = 384
+    inventory.data["llama_server_profiles"] = profiles
+    code, _, stderr = apply(inventory)
+    assert code == 0, stderr
+    assert host.main_pid("gpuprov-llama-alpha.service") == alpha
+    assert host.main_pid("gpuprov-llama-beta.service") != beta
+    assert "--ctx-size 384" in host.run("ps -o args= -C llama-server")
+
+
+def test_concurrent_applies_are_serialised(host: Host, inventory: Inventory) -> None:
+    host.run("mkdir -p /run/gpuprov/apply.lock && echo other-apply > /run/gpuprov/apply.lock/owner")
+    try:
+        done = gpuprov("apply", str(inventory.write()), "-y", "--lock-timeout", "3")
+        assert done.returncode == 1
+        assert "other-apply" in done.stdout + done.stderr
+        waiting = subprocess.Popen(
+            [*GPUPROV, "apply", str(inventory.path), "-y", "--json"],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(4)
+        assert waiting.poll() is None  # still waiting for the lock
+    finally:
+        host.run("rm -rf /run/gpuprov/apply.lock")
+    _out, err = waiting.communicate(timeout=120)
+    assert waiting.returncode == 0, err
+    assert "waiting for the apply lock held by other-apply" in err
+    assert not host.ok("test -e /run/gpuprov/apply.lock")
+
+
+def test_failed_build_keeps_the_old_binary_serving(host: Host, inventory: Inventory) -> None:
+    host.run("rm -rf /srv/llama.git && git init -q --bare /srv/llama.git")
+    current = host.run(f"readlink {PREFIX}/current")
+    pid = host.main_pid("gpuprov-llama-alpha.service")
+    code, report, _stderr = apply(
+        inventory,
+        llama_cpp_tarball="",
+        llama_cpp_git_url="file:///srv/llama.git",
+        llama_cpp_ref="does-not-exist",
+    )
+    assert code == 1
+    ops = host_report(report, inventory)["operations"]
+    assert any(op["status"] == "failed" and op["name"].startswith("Build") for op in ops), ops
+    assert host.run(f"readlink {PREFIX}/current") == current
+    assert host.main_pid("gpuprov-llama-alpha.service") == pid
+    assert '"ok"' in host.get(8081, "/health")
+    assert not host.ok(f"ls -d {PREFIX}/builds/.*.partial {PREFIX}/work/* 2>/dev/null | grep -q .")
