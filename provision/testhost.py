@@ -33,6 +33,7 @@ PACKAGES = (
     "dbus",
     "python3",
     "python3-requests",
+    "python3-apt",  # for Ansible's apt module
     "openssh-server",
     "iproute2",
     "procps",
