@@ -18,6 +18,7 @@ from types import ModuleType
 from typing import Any
 
 import gevent
+from pyinfra.api import output
 from pyinfra.api.config import Config
 from pyinfra.api.connect import connect_all, disconnect_all
 from pyinfra.api.deploy import add_deploy, deploy
@@ -209,6 +210,7 @@ def add_operations(run: Run, force: bool) -> None:
 def execute(run: Run) -> None:
     """Run the generated operations, each host on its own, then record what happened."""
     run.state.print_output = True
+    output.set_echo(_echo)  # pyinfra's API prints command output only through this hook
     hub = gevent.get_hub()
     hub.NOT_ERROR = (*hub.NOT_ERROR, PyinfraError)  # a failed host is reported below, once
     try:
@@ -237,6 +239,10 @@ def execute(run: Run) -> None:
         outcome.ops = results
         if h in run.state.failed_hosts and not outcome.failed:
             outcome.ops.append(OpResult("host failed", "failed"))
+
+
+def _echo(message: Any = None, err: bool = False, **_: Any) -> None:
+    print("" if message is None else message, file=sys.stderr, flush=True)  # stdout: --json
 
 
 def _op_name(names: set[str]) -> str:
