@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from checks import conditions, matrix
@@ -31,22 +32,31 @@ class _Fill(dict[str, str]):
 
 def evaluate(facts: HostFacts, rules: tuple[matrix.Rule, ...] | None = None) -> list[Finding]:
     """Findings for `facts`, most severe first, then by rule ID."""
-    findings = []
-    for rule in matrix.rules() if rules is None else rules:
-        for match in conditions.EVALUATORS[rule.check](facts, rule.params):
-            fill = _Fill(match)
-            findings.append(
-                Finding(
-                    rule=rule.id,
-                    severity=rule.severity,
-                    area=rule.area,
-                    title=rule.title,
-                    subject=match.get("subject", ""),
-                    message=rule.message.format_map(fill),
-                    fix=rule.fix.format_map(fill),
-                    citations=rule.citations,
-                )
-            )
+    findings = [
+        finding(rule, match)
+        for rule in (matrix.rules() if rules is None else rules)
+        for match in conditions.EVALUATORS[rule.check](facts, rule.params)
+    ]
+    return ordered(findings)
+
+
+def finding(rule: matrix.Rule, match: Mapping[str, str]) -> Finding:
+    """`rule`'s finding for one match; placeholders the match lacks read "unknown"."""
+    fill = _Fill(match)
+    return Finding(
+        rule=rule.id,
+        severity=rule.severity,
+        area=rule.area,
+        title=rule.title,
+        subject=match.get("subject", ""),
+        message=rule.message.format_map(fill),
+        fix=rule.fix.format_map(fill),
+        citations=rule.citations,
+    )
+
+
+def ordered(findings: list[Finding]) -> list[Finding]:
+    """Most severe first, then by rule ID and subject."""
     return sorted(findings, key=lambda f: (SEVERITY_RANK[f.severity], f.rule, f.subject))
 
 

@@ -102,9 +102,8 @@ def converge(
     force: bool = False,
     as_json: bool = False,
     lock_timeout: float = 900,
-    verbose: bool = True,
 ) -> int:
-    _logging(verbose and not as_json)
+    _logging(not as_json)
     try:
         _say(f"gpuprov: checking {inventory}")
         run = deploy.start(inventory, limit, diff=not as_json)

@@ -26,6 +26,7 @@ from pyinfra.api.exceptions import PyinfraError
 from pyinfra.api.facts import get_facts
 from pyinfra.api.host import Host
 from pyinfra.api.inventory import Inventory
+from pyinfra.api.operation import OperationMeta
 from pyinfra.api.operations import run_ops
 from pyinfra.api.state import State
 from pyinfra.context import host as current_host
@@ -194,17 +195,7 @@ def add_operations(run: Run, force: bool) -> None:
     for h in run.state.failed_hosts:
         if h.name in run.outcomes and not run.outcomes[h.name].skipped:
             run.outcomes[h.name].skipped = "reading its state failed (see the errors above)"
-    for h in run.state.inventory.iter_activated_hosts():
-        found = run.outcomes.get(h.name)
-        if found is None or found.skipped:
-            continue
-        for op_hash in run.state.get_op_order():
-            data = run.state.ops[h].get(op_hash)
-            if data is None:
-                continue
-            name = _op_name(run.state.get_op_meta(op_hash).names)
-            meta = data.operation_meta
-            found.ops.append(OpResult(name, "will change" if meta.changed else "unchanged"))
+    _record(run, lambda meta: "will change" if meta.changed else "unchanged")
 
 
 def execute(run: Run) -> None:
@@ -212,33 +203,38 @@ def execute(run: Run) -> None:
     run.state.print_output = True
     output.set_echo(_echo)  # pyinfra's API prints command output only through this hook
     hub = gevent.get_hub()
-    hub.NOT_ERROR = (*hub.NOT_ERROR, PyinfraError)  # a failed host is reported below, once
+    if PyinfraError not in hub.NOT_ERROR:  # a failed host is reported below, once
+        hub.NOT_ERROR = (*hub.NOT_ERROR, PyinfraError)
     try:
         run_ops(run.state, no_wait=True)
     except PyinfraError as exc:
         log.error("%s", exc)
-    for h in run.state.inventory.iter_activated_hosts():
-        found = run.outcomes.get(h.name)
-        if found is None or found.skipped:
-            continue
-        outcome = found
-        results = []
-        for op_hash in run.state.get_op_order():
-            data = run.state.ops[h].get(op_hash)
-            if data is None:
-                continue
-            name = _op_name(run.state.get_op_meta(op_hash).names)
-            meta = data.operation_meta
-            if not meta.is_complete():
-                status = "not run"
-            elif not meta.did_succeed(_raise_if_not_complete=False):
-                status = "failed"
-            else:
-                status = "changed" if meta.did_change() else "unchanged"
-            results.append(OpResult(name, status))
-        outcome.ops = results
-        if h in run.state.failed_hosts and not outcome.failed:
+    _record(run, _run_status)
+    for h in run.state.failed_hosts:
+        outcome = run.outcomes.get(h.name)
+        if outcome is not None and not outcome.skipped and not outcome.failed:
             outcome.ops.append(OpResult("host failed", "failed"))
+
+
+def _run_status(meta: OperationMeta) -> str:
+    if not meta.is_complete():
+        return "not run"
+    if not meta.did_succeed(_raise_if_not_complete=False):
+        return "failed"
+    return "changed" if meta.did_change() else "unchanged"
+
+
+def _record(run: Run, status: Callable[[OperationMeta], str]) -> None:
+    """Each host's operations, in order, with `status` of each (replacing what was recorded)."""
+    for h in run.state.inventory.iter_activated_hosts():
+        outcome = run.outcomes.get(h.name)
+        if outcome is None or outcome.skipped:
+            continue
+        outcome.ops = [
+            OpResult(_op_name(run.state.get_op_meta(op_hash).names), status(data.operation_meta))
+            for op_hash in run.state.get_op_order()
+            if (data := run.state.ops[h].get(op_hash)) is not None
+        ]
 
 
 def _echo(message: Any = None, err: bool = False, **_: Any) -> None:

@@ -84,7 +84,7 @@ def judge(name: str, facts: HostFacts, stack: Stack) -> HostGate:
             gate.problems.append(f"no CUDA toolkit to build with: {release}")
     gate.plan = build.plan(stack, facts, gate.nvcc)
     gate.findings += planned_build_findings(facts, gate.plan, gate.nvcc)
-    gate.findings.sort(key=lambda f: (engine.SEVERITY_RANK[f.severity], f.rule, f.subject))
+    gate.findings = engine.ordered(gate.findings)
     return gate
 
 
@@ -111,21 +111,7 @@ def stack_findings(stack: Stack) -> list[Finding]:
     for p in stack.profiles:
         if p.cache_type_v in QUANTIZED and p.flash_attn == "off":
             subject = f"profile {p.name}: cache_type_v={p.cache_type_v}, flash_attn=off"
-            found.append(_finding("LCPP-008", subject))
+            rule = matrix.rule("LCPP-008")
+            assert rule is not None
+            found.append(engine.finding(rule, {"subject": subject}))
     return found
-
-
-def _finding(rule_id: str, subject: str) -> Finding:
-    rule = matrix.rule(rule_id)
-    assert rule is not None, rule_id
-    message = rule.message.replace("{subject}", subject)
-    return Finding(
-        rule=rule.id,
-        severity=rule.severity,
-        area=rule.area,
-        title=rule.title,
-        subject=subject,
-        message=message,
-        fix=rule.fix,
-        citations=rule.citations,
-    )

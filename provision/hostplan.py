@@ -18,11 +18,6 @@ class HostPlan:
     gate: HostGate
     secrets: dict[str, str] = field(default_factory=dict)
 
-    @property
-    def template_vars(self) -> dict[str, Any]:
-        """Variables the roles' templates see (the same names Ansible gives them)."""
-        return dict(self.variables)
-
 
 def secrets(stack: Stack, environ: dict[str, str] | None = None) -> dict[str, str]:
     """API keys by profile name, read from this machine's environment; never from the inventory."""
