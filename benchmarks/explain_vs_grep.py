@@ -20,7 +20,7 @@ from pathlib import Path
 
 import sidebyside
 
-from checks import logscan
+from checks.logs import logscan
 
 GOAL = 2.0
 NOISE = [

@@ -13,8 +13,8 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from checks import recommend
-from checks.facts import HostFacts
+from checks.facts.model import HostFacts
+from checks.reporting import recommend
 from provision.stack import Stack
 
 SCRIPT = "/usr/local/lib/gpuprov/llama-build.sh"

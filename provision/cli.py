@@ -1,4 +1,4 @@
-"""The gpuprov command line: check, facts, rules.
+"""The gpuprov command line: check, facts, rules, explain, plan, apply (and testhost).
 
 Exit codes: 0 clean, 1 a finding reached --fail-on, 2 usage errors or unreadable input.
 """
@@ -7,23 +7,43 @@ from __future__ import annotations
 
 import json
 import sys
-from enum import StrEnum
+from enum import Enum
 from typing import Annotated
 
 import typer
 
-from checks.facts import HostFacts, to_dict
+from checks.facts.model import HostFacts, to_dict
 
 app = typer.Typer(
     name="gpuprov",
     help="Check, explain and provision NVIDIA GPU boxes for LLM inference.",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
 )
 
 
-class FailOn(StrEnum):
+def _version(value: bool) -> None:
+    if value:
+        from importlib import metadata
+
+        try:
+            print(f"gpuprov {metadata.version('gpuprov')}")
+        except metadata.PackageNotFoundError:
+            print("gpuprov (not installed: run it from an installed package)")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """Check, explain and provision NVIDIA GPU boxes for LLM inference."""
+
+
+class FailOn(str, Enum):
     error = "error"
     warning = "warning"
     info = "info"
@@ -52,13 +72,13 @@ def _fail(message: str) -> typer.Exit:
 
 def _facts(sources: list[str] | None) -> HostFacts:
     if sources:
-        from checks import capture
+        from checks.facts import capture
 
         try:
             return capture.load(sources)
         except capture.CaptureError as exc:
             raise _fail(str(exc)) from None
-    from checks import gather
+    from checks.facts import gather
 
     return gather.gather()
 
@@ -73,7 +93,8 @@ def check(
     redact: RedactOption = False,
 ) -> None:
     """Check this host (or captured outputs) against the known-bad matrix."""
-    from checks import engine, report
+    from checks.matrix import engine
+    from checks.reporting import report
 
     result = report.build(_facts(from_))
     if json_:
@@ -96,7 +117,7 @@ def facts(
     from_: FromOption = None, json_: JsonOption = False, redact: RedactOption = False
 ) -> None:
     """Print the gathered facts (attach them to bug reports with --json --redact)."""
-    from checks import gpus
+    from checks.facts import gpus
 
     gathered = gpus.enrich(_facts(from_))
     data = to_dict(gathered)
@@ -118,16 +139,16 @@ def rules(
     json_: JsonOption = False,
 ) -> None:
     """List the known-bad matrix rules, or show one rule."""
-    from checks import matrix
+    from checks.matrix import registry
     from provision import render
 
     if rule_id is None:
         if json_:
-            print(json.dumps([render.rule_json(r) for r in matrix.rules()], indent=2))
+            print(json.dumps([render.rule_json(r) for r in registry.rules()], indent=2))
         else:
-            render.rule_list(matrix.rules())
+            render.rule_list(registry.rules())
         return
-    found = matrix.rule(rule_id)
+    found = registry.rule(rule_id)
     if found is None:
         raise _fail(f"no rule {rule_id!r}; `gpuprov rules` lists them")
     if json_:
@@ -162,7 +183,7 @@ def explain(
 
     Exit 0 when nothing known was found, 1 when a known error was diagnosed, 2 for unreadable input.
     """
-    from checks import logsource
+    from checks.logs import logsource
 
     sources = logsource.plan(logs or [], journal, docker)
     if not sources:
@@ -240,7 +261,7 @@ def apply(
 
 
 def _testhost_app() -> typer.Typer:
-    from provision.testhost_cli import app as testhost_app
+    from provision.testhost.cli import app as testhost_app
 
     return testhost_app
 

@@ -164,7 +164,7 @@ def roles() -> dict[str, ModuleType]:
     """The roles' pyinfra task modules (roles/<role>/tasks/<role>.py)."""
     loaded = {}
     for name in stack.ROLE_NAMES:
-        path = stack.ROLES / name / "tasks" / f"{name}.py"
+        path = stack.role_path(name, "tasks", f"{name}.py")
         spec = importlib.util.spec_from_file_location(f"gpuprov_roles.{name}", path)
         assert spec and spec.loader
         module = sys.modules.get(spec.name) or importlib.util.module_from_spec(spec)

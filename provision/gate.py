@@ -13,12 +13,15 @@ from typing import Any
 
 from pyinfra.api.facts import FactBase
 
-from checks import engine, gguf_header, matrix, modelconfig, recommend, remote, vllm_images
-from checks import vllm_service as services
-from checks.conditions import host_driver_cuda
-from checks.engine import Finding
-from checks.facts import HostFacts, LlamaCppBuild
-from checks.gather import all_probes
+from checks.facts import remote
+from checks.facts.gather import all_probes
+from checks.facts.model import HostFacts, LlamaCppBuild
+from checks.matrix import engine, registry
+from checks.matrix.engine import Finding
+from checks.matrix.evaluators import host_driver_cuda
+from checks.reporting import recommend
+from checks.services import gguf_header, modelconfig, vllm_images
+from checks.services import vllm_service as services
 from provision import build, vram
 from provision import vllm as vllm_cmd
 from provision.servicefacts import ServiceFacts
@@ -44,7 +47,7 @@ TOOLKIT_RULES = {"CTR-004", "CTR-005"}
 
 
 class Probes(FactBase[str]):
-    """Every gpuprov probe's output, framed for checks.remote.parse."""
+    """Every gpuprov probe's output, framed for checks.facts.remote.parse."""
 
     def command(self) -> str:
         return remote.script(all_probes())
@@ -125,7 +128,7 @@ def planned_build_findings(facts: HostFacts, plan: build.Build, nvcc: str) -> li
         )
     ]
     planned.toolkits = []
-    rules = tuple(r for r in matrix.rules() if r.check in BUILD_RULE_CHECKS)
+    rules = tuple(r for r in registry.rules() if r.check in BUILD_RULE_CHECKS)
     return [f for f in engine.evaluate(planned, rules) if "planned build" in f.subject]
 
 
@@ -135,7 +138,7 @@ def stack_findings(stack: Stack) -> list[Finding]:
     for p in stack.profiles:
         if p.cache_type_v in QUANTIZED and p.flash_attn == "off":
             subject = f"profile {p.name}: cache_type_v={p.cache_type_v}, flash_attn=off"
-            rule = matrix.rule("LCPP-008")
+            rule = registry.rule("LCPP-008")
             assert rule is not None
             found.append(engine.finding(rule, {"subject": subject}))
     return found
@@ -220,5 +223,5 @@ def lint(facts: HostFacts, stack: Stack, image: str, found: ServiceFacts) -> lis
             config = modelconfig.guess_from_name(r.model)
         argv = vllm_cmd.serve_args(r)
         planned.vllm_services.append(services.service(r.name, image, version, argv, config))
-    rules = tuple(r for r in matrix.rules() if r.check in VLLM_SERVICE_CHECKS)
+    rules = tuple(r for r in registry.rules() if r.check in VLLM_SERVICE_CHECKS)
     return engine.evaluate(planned, rules)

@@ -9,11 +9,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from checks.engine import Finding
-from checks.facts import HostFacts
-from checks.logsource import Result
-from checks.matrix import Rule
-from checks.report import Report
+from checks.facts.model import HostFacts
+from checks.logs.logsource import Result
+from checks.matrix.engine import Finding
+from checks.matrix.registry import Rule
+from checks.reporting.report import Report
 
 UNKNOWN = "[dim]unknown[/dim]"
 STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}

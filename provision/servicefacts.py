@@ -10,9 +10,10 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
-from checks import gguf_header, remote
-from checks.facts import HostFacts
-from checks.probe import Probe
+from checks.facts import remote
+from checks.facts.model import HostFacts
+from checks.facts.probe import Probe
+from checks.services import gguf_header
 from provision.stack import Replica, Stack
 
 

@@ -17,7 +17,8 @@ from typing import Any
 
 import yaml
 
-ROLES = Path(__file__).resolve().parent.parent / "roles"
+from checks import packaged
+
 ROLE_NAMES = (
     "build_toolchain",
     "llama_cpp",
@@ -207,12 +208,17 @@ class Stack:
         return bool(self.profiles) or not self.vllm.replicas
 
 
+def role_path(role: str, *parts: str) -> Path:
+    """A file or folder of a role, from the packaged roles (roles/ in the repository)."""
+    return packaged.path("provision.roles", role, *parts)
+
+
 @functools.cache
 def defaults() -> Mapping[str, Any]:
     """The roles' defaults/main.yml merged, in role order."""
     merged: dict[str, Any] = {}
     for role in ROLE_NAMES:
-        path = ROLES / role / "defaults" / "main.yml"
+        path = role_path(role, "defaults", "main.yml")
         merged.update(yaml.safe_load(path.read_text()) or {})
     return merged
 

@@ -11,15 +11,15 @@ from typing import Any
 
 import jinja2
 
+from checks import packaged
 from provision import vllm
 from provision.quoting import FILTERS
-from provision.stack import ROLES
 
 
 @functools.cache
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(ROLES)),
+        loader=jinja2.FileSystemLoader(str(packaged.path("provision.roles"))),
         trim_blocks=True,
         keep_trailing_newline=True,
         undefined=jinja2.StrictUndefined,

@@ -11,9 +11,10 @@ import copy
 import json
 import re
 
-from checks import engine, matrix, remote
-from checks.facts import Containers, HostFacts, merge
-from checks.parsers import containers
+from checks.facts import remote
+from checks.facts.model import Containers, HostFacts, merge
+from checks.facts.parsers import containers
+from checks.matrix import engine, registry
 from provision.quoting import shell_quote
 
 GUIDE = (
@@ -173,7 +174,7 @@ def problems(base: HostFacts, fresh: HostFacts, mode: str) -> list[str]:
     """What still stops containers from reaching the GPU: the rules of `mode` on the merged facts,
     and in docker mode a Docker daemon that does not answer."""
     wanted = rules_for(mode)
-    rules = tuple(r for r in matrix.rules() if r.id in wanted)
+    rules = tuple(r for r in registry.rules() if r.id in wanted)
     found = [
         f"{f.rule} {f.title}: {f.message} Fix: {f.fix}"
         for f in engine.evaluate(merged(base, fresh), rules)

@@ -13,8 +13,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from checks.facts import Gpu
-from checks.gguf_header import GGML_TYPES, TYPE_IDS, GgufInfo
+from checks.facts.model import Gpu
+from checks.services.gguf_header import GGML_TYPES, TYPE_IDS, GgufInfo
 
 MIB = 1024 * 1024
 LLAMA_OVERHEAD_MIB = 2048

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from checks.facts import HostFacts
+from checks.facts.model import HostFacts
 from provision import build, stack
 
 ROOT = Path(__file__).resolve().parent.parent

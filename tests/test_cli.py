@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 from typer.testing import CliRunner
 
-from checks import schema
+from checks.reporting import schema
 from provision.cli import app, expand_from
 from tests.conftest import FIXTURES, REAL
 
@@ -53,7 +53,7 @@ def test_check_json_validates_against_the_schema() -> None:
 
 
 def test_committed_schema_is_current() -> None:
-    committed = json.loads((Path(schema.__file__).parent / "data/report.schema.json").read_text())
+    committed = json.loads((Path(schema.__file__).parent / "report.schema.json").read_text())
     assert committed == schema.report_schema()
 
 

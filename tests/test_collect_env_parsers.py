@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from checks.parsers import collect_env
+from checks.facts.parsers import collect_env
 from tests.conftest import REAL
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from checks.parsers import compat
+from checks.facts.parsers import compat
 from tests.conftest import sh
 
 

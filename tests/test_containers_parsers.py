@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from checks.parsers import containers
+from checks.facts.parsers import containers
 from tests.conftest import FIXTURES, REAL, sh
 
 CAPTURES = FIXTURES / "captures" / "containers"

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from checks import recommend
-from checks.facts import Gpu, HostFacts
+from checks.facts.model import Gpu, HostFacts
+from checks.reporting import recommend
 from provision.build import Build, cmake_args
 from tests.test_build_script import assert_untouched, build, fake_source, fake_tarball, require
 

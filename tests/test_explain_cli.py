@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from checks import explain, logscan
+from checks.logs import explain, logscan
 from provision.cli import app, expand_from
 from tests.conftest import FIXTURES, REAL
 

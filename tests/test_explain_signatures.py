@@ -16,8 +16,8 @@ from typing import BinaryIO
 
 import pytest
 
-from checks import explain, logscan
-from checks.facts import HostFacts, from_dict
+from checks.facts.model import HostFacts, from_dict
+from checks.logs import explain, logscan
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SIGNATURE_CASES = FIXTURES / "signatures"

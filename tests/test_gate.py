@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from checks import recommend
-from checks.facts import HostFacts, from_dict
+from checks.facts.model import HostFacts, from_dict
+from checks.reporting import recommend
 from provision import build, gate, stack
 from tests.conftest import FIXTURES
 

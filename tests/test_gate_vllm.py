@@ -14,8 +14,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from checks import gguf_header, matrix
-from checks.facts import Docker, HostFacts, from_dict
+from checks.facts.model import Docker, HostFacts, from_dict
+from checks.matrix import registry
+from checks.services import gguf_header
 from provision import gate, servicefacts, stack
 from tests.conftest import FIXTURES
 from tests.support import tiny_gguf
@@ -192,5 +193,5 @@ def test_service_reads_are_framed_and_parsed(tmp_path: Path) -> None:
 
 def test_every_vllm_service_rule_is_applied_to_the_plan() -> None:
     """A rule added on facts.vllm_services must reach the gate's lint too."""
-    vllm_fact_checks = {r.check for r in matrix.rules() if r.id.startswith("VLLM")} - {"log_only"}
+    vllm_fact_checks = {r.check for r in registry.rules() if r.id.startswith("VLLM")} - {"log_only"}
     assert vllm_fact_checks == gate.VLLM_SERVICE_CHECKS

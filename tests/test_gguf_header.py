@@ -22,7 +22,7 @@ import gguf.gguf_writer
 import numpy as np
 import pytest
 
-from checks.gguf_header import GGML_TYPES, GgufInfo, parse_remote, remote_command, summary
+from checks.services.gguf_header import GGML_TYPES, GgufInfo, parse_remote, remote_command, summary
 from tests.support import tiny_gguf
 
 Q = gguf.GGMLQuantizationType

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from checks import gpus
-from checks.facts import Gpu, HostFacts
+from checks.facts import gpus
+from checks.facts.model import Gpu, HostFacts
 
 
 def test_entries_are_well_formed() -> None:

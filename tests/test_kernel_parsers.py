@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from checks.parsers import kernel
+from checks.facts.parsers import kernel
 from tests.conftest import sh
 
 

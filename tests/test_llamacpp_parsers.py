@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from checks.parsers import llamacpp
+from checks.facts.parsers import llamacpp
 from tests.conftest import REAL, sh
 
 

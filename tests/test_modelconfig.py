@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from checks import modelconfig
-from checks.modelconfig import ModelConfig
+from checks.services import modelconfig
+from checks.services.modelconfig import ModelConfig
 from tests.conftest import FIXTURES
 
 CONFIGS = FIXTURES / "modelconfig"

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from checks.parsers import nvcc
+from checks.facts.parsers import nvcc
 from tests.conftest import FIXTURES, REAL, sh
 
 

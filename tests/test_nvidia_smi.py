@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from checks.facts import HostFacts
-from checks.parsers import nvidia_smi
+from checks.facts.model import HostFacts
+from checks.facts.parsers import nvidia_smi
 from tests.conftest import FIXTURES, REAL
 
 PARSERS: list[Callable[[str], HostFacts]] = [

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from checks import nvml
-from checks.probe import ProbeUnavailable
+from checks.facts import nvml
+from checks.facts.probe import ProbeUnavailable
 
 
 def _has_gpu() -> bool:
@@ -70,7 +70,7 @@ def test_enabled() -> None:
 
 
 def test_import_does_not_load_pynvml() -> None:
-    code = "import sys, checks.nvml; print('pynvml' in sys.modules)"
+    code = "import sys, checks.facts.nvml; print('pynvml' in sys.modules)"
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )

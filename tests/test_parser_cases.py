@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from checks.facts import to_dict
+from checks.facts.model import to_dict
 from tests.conftest import PROBE_CASES, assert_subset, load_case
 
 ALL_CASES = sorted(PROBE_CASES.glob("*/*.json"))
@@ -17,7 +17,7 @@ ALL_CASES = sorted(PROBE_CASES.glob("*/*.json"))
 def test_parser_case(path: Path) -> None:
     case = load_case(path)
     assert case.get("source"), f"{path}: every case names its source"
-    module = importlib.import_module(f"checks.parsers.{path.parent.name}")
+    module = importlib.import_module(f"checks.facts.parsers.{path.parent.name}")
     parser = getattr(module, case["parser"])
     assert_subset(case["facts"], to_dict(parser(case["text"])))
 

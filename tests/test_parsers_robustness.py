@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from checks.facts import HostFacts
+from checks.facts.model import HostFacts
 from tests.conftest import FIXTURES
 
 MODULES = ["nvcc", "kernel", "system", "containers", "compat", "pystack", "collect_env", "llamacpp"]
@@ -17,7 +17,7 @@ MODULES = ["nvcc", "kernel", "system", "containers", "compat", "pystack", "colle
 def _callables() -> list[tuple[str, Callable[[str], object]]]:
     found: list[tuple[str, Callable[[str], object]]] = []
     for name in MODULES:
-        module = importlib.import_module(f"checks.parsers.{name}")
+        module = importlib.import_module(f"checks.facts.parsers.{name}")
         for attr in dir(module):
             if attr.startswith(("parse_", "detect_")):
                 found.append((f"{name}.{attr}", getattr(module, attr)))

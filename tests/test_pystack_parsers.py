@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from checks.parsers import pystack
+from checks.facts.parsers import pystack
 from tests.conftest import sh
 
 

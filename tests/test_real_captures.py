@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from checks import capture, gpus
+from checks.facts import capture, gpus
 from provision.cli import app
 from tests.conftest import REAL
 
@@ -158,7 +158,7 @@ def test_merged_captures_give_findings() -> None:
             ]
         )
     )
-    from checks import engine
+    from checks.matrix import engine
 
     rules = {f.rule for f in engine.evaluate(facts)}
     assert "ARCH-001" in rules

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from checks import recommend
-from checks.facts import HostFacts, from_dict
+from checks.facts.model import HostFacts, from_dict
+from checks.reporting import recommend
 
 
 def _facts(driver: str | None, *ccs: str, **extra: Any) -> HostFacts:

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from checks import gather, remote
-from checks.facts import HostFacts, to_dict
-from checks.probe import Probe
+from checks.facts import gather, remote
+from checks.facts.model import HostFacts, to_dict
+from checks.facts.probe import Probe
 
 
 def run_script(probes: list[Probe]) -> str:

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from checks import conditions, engine, logscan, matrix
-from checks.facts import HostFacts, from_dict
+from checks.facts.model import HostFacts, from_dict
+from checks.logs import logscan
+from checks.matrix import engine, evaluators, registry
 from tests.conftest import FIXTURES
 
 RULE_FIXTURES = FIXTURES / "rules"
-RULES = matrix.rules()
+RULES = registry.rules()
 IDS = [r.id for r in RULES]
 DOCS = Path(__file__).parent.parent / "docs" / "rules.md"
 
@@ -60,13 +61,13 @@ def test_ids_are_unique_and_well_formed() -> None:
     for rule in RULES:
         assert re.fullmatch(r"[A-Z]{2,5}-\d{3}", rule.id), rule.id
         assert rule.id.split("-")[0].lower() in AREAS, rule.id
-        assert rule.area in AREAS.values(), f"{rule.id} is in checks/rules/{rule.area}.toml"
+        assert rule.area in AREAS.values(), f"{rule.id} is in checks/matrix/rules/{rule.area}.toml"
 
 
 @pytest.mark.parametrize("rule", RULES, ids=IDS)
-def test_rule_is_complete(rule: matrix.Rule) -> None:
-    assert rule.severity in matrix.SEVERITIES
-    assert rule.check in conditions.EVALUATORS, f"{rule.id}: no evaluator {rule.check!r}"
+def test_rule_is_complete(rule: registry.Rule) -> None:
+    assert rule.severity in registry.SEVERITIES
+    assert rule.check in evaluators.EVALUATORS, f"{rule.id}: no evaluator {rule.check!r}"
     assert rule.title and rule.message and rule.fix and len(rule.why.strip()) > 80
     assert rule.citations, f"{rule.id} has no citation"
     for citation in rule.citations:
@@ -78,7 +79,7 @@ FACT_RULES = [r for r in RULES if r.check != "log_only"]
 
 
 @pytest.mark.parametrize("rule", RULES, ids=IDS)
-def test_rule_has_both_fixtures(rule: matrix.Rule) -> None:
+def test_rule_has_both_fixtures(rule: registry.Rule) -> None:
     """Facts rules: fail.json and pass.json; log-only rules: signatures with match and near logs."""
     if rule.check != "log_only":
         for kind in ("fail", "pass"):
@@ -95,15 +96,15 @@ def test_rule_has_both_fixtures(rule: matrix.Rule) -> None:
 
 def test_every_signature_names_a_rule() -> None:
     for sig in logscan.signatures():
-        assert matrix.rule(sig.rule) is not None, sig.id
+        assert registry.rule(sig.rule) is not None, sig.id
         for variant in sig.variants:
-            assert variant.rule is None or matrix.rule(variant.rule) is not None, sig.id
+            assert variant.rule is None or registry.rule(variant.rule) is not None, sig.id
     ids = [s.id for s in logscan.signatures()]
     assert len(ids) == len(set(ids))
 
 
 @pytest.mark.parametrize(("rule", "path"), _cases("fail"))
-def test_rule_fails_on_its_failing_fixture(rule: matrix.Rule, path: Path) -> None:
+def test_rule_fails_on_its_failing_fixture(rule: registry.Rule, path: Path) -> None:
     findings = [f for f in engine.evaluate(_load(path)) if f.rule == rule.id]
     assert findings, f"{rule.id} did not fire on its failing fixture"
     for finding in findings:
@@ -112,15 +113,15 @@ def test_rule_fails_on_its_failing_fixture(rule: matrix.Rule, path: Path) -> Non
 
 
 @pytest.mark.parametrize(("rule", "path"), _cases("pass"))
-def test_rule_passes_on_its_passing_fixture(rule: matrix.Rule, path: Path) -> None:
+def test_rule_passes_on_its_passing_fixture(rule: registry.Rule, path: Path) -> None:
     findings = [f for f in engine.evaluate(_load(path)) if f.rule == rule.id]
     assert not findings, [f.message for f in findings]
 
 
 @pytest.mark.parametrize("rule", FACT_RULES, ids=[r.id for r in FACT_RULES])
-def test_placeholders_are_filled_by_the_evaluator(rule: matrix.Rule) -> None:
+def test_placeholders_are_filled_by_the_evaluator(rule: registry.Rule) -> None:
     """Every {name} in message and fix is a key the evaluator yields."""
-    match = next(conditions.EVALUATORS[rule.check](_facts(rule.id, "fail"), rule.params))
+    match = next(evaluators.EVALUATORS[rule.check](_facts(rule.id, "fail"), rule.params))
     for template in (rule.message, rule.fix):
         names = {name for _, name, _, _ in string.Formatter().parse(template) if name}
         assert names <= set(match), f"{rule.id}: {names - set(match)} not provided"
@@ -136,8 +137,8 @@ def test_empty_facts_give_no_error() -> None:
 
 
 def test_docs_are_generated_from_the_rules() -> None:
-    """docs/rules.md is `python -m checks.docs`; regenerate it when rules change."""
-    from checks.docs import rules_markdown
+    """docs/rules.md is `python -m checks.matrix.docs`; regenerate it when rules change."""
+    from checks.matrix.docs import rules_markdown
 
     assert DOCS.read_text() == rules_markdown()
 

@@ -27,9 +27,10 @@ from typing import Any
 
 import pytest
 
-from checks.parsers import nvidia_smi
-from provision import testhost, vllm
+from checks.facts.parsers import nvidia_smi
+from provision import vllm
 from provision.stack import Replica, Vllm
+from provision.testhost import hosts
 from tests.support import standin_docker, standins
 
 SUPPORT = Path(__file__).parent / "support"
@@ -561,24 +562,24 @@ def test_no_description_reads_as_no_driver_and_odd_arguments_fail(tmp_path: Path
 
 
 @pytest.fixture
-def fake_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> testhost.TestHost:
+def fake_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> hosts.TestHost:
     """A test host whose "SSH" runs the command locally, with tmp_path/host as its /."""
     root = tmp_path / "host"
     root.mkdir()
 
-    def ssh_command(host: testhost.TestHost, *remote: str) -> list[str]:
+    def ssh_command(host: hosts.TestHost, *remote: str) -> list[str]:
         command = " ".join(remote)
         assert command.startswith("cd / && ")
         return ["/bin/sh", "-c", f"cd {root} && {command.removeprefix('cd / && ')}"]
 
-    monkeypatch.setattr(testhost, "ssh_command", ssh_command)
-    return testhost.TestHost(
+    monkeypatch.setattr(hosts, "ssh_command", ssh_command)
+    return hosts.TestHost(
         "fake", 1, "10.213.1.2", "c", "gp-fake", tmp_path / "key", tmp_path / "known_hosts"
     )
 
 
 def test_install_puts_both_stand_ins_and_their_data_in_place(
-    fake_host: testhost.TestHost, tmp_path: Path
+    fake_host: hosts.TestHost, tmp_path: Path
 ) -> None:
     image = tmp_path / "vllm-openai_v0.21.0.json"
     image.write_text(json.dumps(INSPECT))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import platform
 
-from checks.parsers import system
+from checks.facts.parsers import system
 from tests.conftest import FIXTURES, sh
 
 

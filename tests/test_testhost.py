@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -14,8 +13,9 @@ from pyinfra.connectors.ssh import connector_data_meta
 from pyinfra.facts.server import Os
 from typer.testing import CliRunner
 
-from provision import testhost as th
-from provision.testhost_cli import app
+from checks import packaged
+from provision.testhost import hosts as th
+from provision.testhost.cli import app
 
 # The e2e fixtures, for this module outside tests/e2e/.
 from tests.e2e.conftest import MakeHost
@@ -141,11 +141,11 @@ def test_run_command_boots_systemd_in_the_namespace_with_our_key() -> None:
 
 
 def test_podman_config_carries_the_two_fixes(tmp_path: Path) -> None:
-    conf = tomllib.loads(th.containers_conf_text())
+    conf = packaged.toml(th.containers_conf_text())
     assert conf["engine"]["runtime"] == "runc"
     assert conf["containers"]["default_ulimits"] == ["nofile=20000:20000", "nproc=32768:32768"]
     paths = th.Paths(tmp_path)
-    storage = tomllib.loads(th.storage_conf_text(paths))["storage"]
+    storage = packaged.toml(th.storage_conf_text(paths))["storage"]
     assert storage["graphroot"] == str(tmp_path / "storage")
     assert storage["runroot"].startswith("/run/")
     env = th.podman_env(paths, {"PATH": "/bin"})

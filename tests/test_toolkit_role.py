@@ -33,8 +33,8 @@ from typing import Any
 
 import pytest
 
-from checks.facts import HostFacts, merge
-from checks.parsers import containers, nvidia_smi
+from checks.facts.model import HostFacts, merge
+from checks.facts.parsers import containers, nvidia_smi
 from provision import toolkit
 from tests.conftest import FIXTURES
 

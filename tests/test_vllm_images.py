@@ -15,9 +15,12 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from checks import conditions, explain, logscan, matrix, versions, vllm_images
-from checks.facts import HostFacts, from_dict
-from checks.vllm_images import Choice, ImageError
+from checks import versions
+from checks.facts.model import HostFacts, from_dict
+from checks.logs import explain, logscan
+from checks.matrix import evaluators, registry
+from checks.services import vllm_images
+from checks.services.vllm_images import Choice, ImageError
 
 IMAGES = Path(__file__).parent / "fixtures" / "images"
 
@@ -44,7 +47,7 @@ def _rules(host: str, image: str, *extra_env: str) -> list[str]:
 def _driver_cuda(driver: str) -> Version:
     version = versions.driver(driver)
     assert version is not None
-    found = matrix.driver_cuda(version)
+    found = registry.driver_cuda(version)
     assert found is not None
     return found
 
@@ -96,7 +99,7 @@ def test_environment_table_spells_the_fixtures_requirements() -> None:
         env = json.loads(_inspect(name))[0]["Config"]["Env"]
         values = dict(e.split("=", 1) for e in env)
         seen[values["CUDA_VERSION"]] = values["NVIDIA_REQUIRE_CUDA"]
-    for row in matrix.table("vllm_images")["environment"]:
+    for row in registry.table("vllm_images")["environment"]:
         alternatives = [
             f"brand={b},driver>={n},driver<{n + 1}" for n in row["branches"] for b in row["brands"]
         ]
@@ -104,7 +107,7 @@ def test_environment_table_spells_the_fixtures_requirements() -> None:
 
 
 def test_eras_do_not_overlap_and_name_their_cuda() -> None:
-    eras = sorted(matrix.table("vllm_images")["era"], key=lambda e: Version(e["first"]))
+    eras = sorted(registry.table("vllm_images")["era"], key=lambda e: Version(e["first"]))
     for older, newer in itertools.pairwise(eras):
         assert older["before"] and Version(older["before"]) <= Version(newer["first"])
     for era in eras:
@@ -346,7 +349,7 @@ def test_a_gpu_of_unknown_brand_keeps_ctr001() -> None:
         gpu.brand = gpu.brand_class = None
     image = vllm_images.image_from_inspect(_inspect("v0.5.0"))
     assert image is not None and image.require_cuda is not None
-    assert conditions.requirement_met(image.require_cuda, facts) is None
+    assert evaluators.requirement_met(image.require_cuda, facts) is None
     assert [f.rule for f in vllm_images.preflight(facts, image)] == ["CTR-001"]
 
 
@@ -366,11 +369,11 @@ def test_a_gpu_of_unknown_brand_keeps_ctr001() -> None:
     ],
 )
 def test_requirement_met_follows_the_toolkit(require: str, host: str, met: bool) -> None:
-    assert conditions.requirement_met(require, _host(host)) is met
+    assert evaluators.requirement_met(require, _host(host)) is met
 
 
 def test_requirement_met_needs_a_driver_and_gpus() -> None:
-    assert conditions.requirement_met("cuda>=12.8", HostFacts()) is None
+    assert evaluators.requirement_met("cuda>=12.8", HostFacts()) is None
 
 
 # ---------------------------------------------------------------------------------------------

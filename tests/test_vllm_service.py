@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from checks import engine, modelconfig, vllm_service
-from checks.facts import HostFacts, VllmService, from_dict, merge, to_dict
+from checks.facts.model import HostFacts, VllmService, from_dict, merge, to_dict
+from checks.matrix import engine
+from checks.services import modelconfig, vllm_service
 from provision import vllm as vllm_cmd
 from provision.stack import Replica
 from tests.conftest import FIXTURES

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from checks.facts import Gpu
-from checks.gguf_header import GgufInfo, summary
+from checks.facts.model import Gpu
+from checks.services.gguf_header import GgufInfo, summary
 from provision.vram import (
     LLAMA_OVERHEAD_MIB,
     MIB,

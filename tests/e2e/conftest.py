@@ -1,4 +1,4 @@
-"""Real systemd test hosts for end-to-end tests (provision/testhost.py).
+"""Real systemd test hosts for end-to-end tests (provision/testhost/hosts.py).
 
 They need root, podman, runc and debootstrap: without them the tests skip, or fail when
 GPUPROV_E2E=required. Hosts come down at the end of the session unless
@@ -13,14 +13,14 @@ from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 
-from provision import testhost
+from provision.testhost import hosts
 
-MakeHost = Callable[..., testhost.TestHost]
+MakeHost = Callable[..., hosts.TestHost]
 
 
 def require_testhosts() -> None:
     """Skip when test hosts cannot run here, unless GPUPROV_E2E=required (then fail)."""
-    problems = testhost.missing_requirements(build=True)
+    problems = hosts.missing_requirements(build=True)
     if problems:
         reason = "test hosts unavailable: " + "; ".join(problems)
         if os.environ.get("GPUPROV_E2E") == "required":
@@ -33,14 +33,14 @@ def testhost_factory_fixture() -> Iterator[MakeHost]:
     """make(name, volumes=()) -> TestHost: a freshly booted host, the same one on later calls."""
     require_testhosts()
     keep = os.environ.get("GPUPROV_KEEP_TESTHOSTS") == "1"
-    ccache = testhost.state_dir() / "ccache"
+    ccache = hosts.state_dir() / "ccache"
     ccache.mkdir(parents=True, exist_ok=True)
     made: list[str] = []
 
-    def make(name: str, volumes: Sequence[tuple[str, str]] = ()) -> testhost.TestHost:
+    def make(name: str, volumes: Sequence[tuple[str, str]] = ()) -> hosts.TestHost:
         if not keep and name not in made:
-            testhost.down(name)
-        host = testhost.up(name, volumes=[(str(ccache), testhost.CCACHE_MOUNT), *volumes])
+            hosts.down(name)
+        host = hosts.up(name, volumes=[(str(ccache), hosts.CCACHE_MOUNT), *volumes])
         if name not in made:
             made.append(name)
         return host
@@ -48,10 +48,10 @@ def testhost_factory_fixture() -> Iterator[MakeHost]:
     yield make
     if not keep:
         for name in made:
-            testhost.down(name)
+            hosts.down(name)
 
 
 @pytest.fixture(scope="session", name="testhost")
-def testhost_fixture(testhost_factory: MakeHost) -> testhost.TestHost:
+def testhost_fixture(testhost_factory: MakeHost) -> hosts.TestHost:
     """The shared host e2e1."""
     return testhost_factory("e2e1")

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from provision import testhost
+from provision.testhost import hosts
 
 ROOT = Path(__file__).resolve().parents[2]
 GPUPROV = [str(Path(sys.executable).parent / "gpuprov")]
@@ -20,12 +20,12 @@ GPUPROV = [str(Path(sys.executable).parent / "gpuprov")]
 class Host:
     """Shell access to the test host, for assertions."""
 
-    def __init__(self, record: testhost.TestHost) -> None:
+    def __init__(self, record: hosts.TestHost) -> None:
         self.record = record
 
     def run(self, command: str, check: bool = True, timeout: float = 60) -> str:
         done = subprocess.run(
-            testhost.ssh_command(self.record, command),
+            hosts.ssh_command(self.record, command),
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -35,7 +35,7 @@ class Host:
         return done.stdout
 
     def ok(self, command: str) -> bool:
-        return subprocess.run(testhost.ssh_command(self.record, command)).returncode == 0
+        return subprocess.run(hosts.ssh_command(self.record, command)).returncode == 0
 
     def main_pid(self, unit: str) -> int:
         return int(self.run(f"systemctl show -p MainPID --value {unit}").strip())
@@ -68,9 +68,9 @@ def wait_for(what: str, check: Callable[[], bool], timeout: float, step: float =
 class Inventory:
     """Writes the inventory file the tests apply, from a base and per-test changes."""
 
-    def __init__(self, path: Path, record: testhost.TestHost, base: dict[str, Any]) -> None:
+    def __init__(self, path: Path, record: hosts.TestHost, base: dict[str, Any]) -> None:
         self.path = path
-        name, data = testhost.pyinfra_host(record)
+        name, data = hosts.pyinfra_host(record)
         self.name = name
         self.data = {**data, **base}
 

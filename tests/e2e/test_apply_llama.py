@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from provision import testhost
+from provision.testhost import hosts
 from tests.e2e.hosts import (
     GPUPROV,
     ROOT,
@@ -40,7 +40,7 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture(scope="session")
 def sdist() -> Path:
     """The llama-cpp-python sdist (llama.cpp's source in vendor/), downloaded once."""
-    cache = testhost.state_dir() / "sources"
+    cache = hosts.state_dir() / "sources"
     cache.mkdir(parents=True, exist_ok=True)
     found = sorted(cache.glob("llama_cpp_python-*.tar.gz"))
     if not found:
@@ -65,7 +65,7 @@ def sdist() -> Path:
 
 
 @pytest.fixture(scope="module")
-def host(testhost_factory: Callable[[str], testhost.TestHost], tmp_path_factory: Any) -> Host:
+def host(testhost_factory: Callable[[str], hosts.TestHost], tmp_path_factory: Any) -> Host:
     record = testhost_factory("e2e-llama")
     h = Host(record)
     model = tiny_gguf.write(tmp_path_factory.mktemp("model") / "tiny.gguf")
@@ -73,7 +73,7 @@ def host(testhost_factory: Callable[[str], testhost.TestHost], tmp_path_factory:
     subprocess.run(
         [
             "scp",
-            *testhost.ssh_options(record.ssh_key, record.known_hosts),
+            *hosts.ssh_options(record.ssh_key, record.known_hosts),
             str(model),
             f"root@{record.address}:{MODEL}",
         ],

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from provision import testhost
+from provision.testhost import hosts
 from tests.e2e.hosts import ROOT, Host, Inventory, apply, gpuprov, host_report, wait_for
 from tests.support import ansible_play, standins
 
@@ -47,7 +47,7 @@ REPLICA = {
 
 
 @pytest.fixture(scope="module")
-def host(testhost_factory: Callable[[str], testhost.TestHost]) -> Host:
+def host(testhost_factory: Callable[[str], hosts.TestHost]) -> Host:
     record = testhost_factory("e2e-vllm")
     standins.install(record, gpus=GPUS_580, images=IMAGES, docker_info=DOCKER_INFO)
     return Host(record)

@@ -28,10 +28,11 @@ from pyinfra.api.connect import connect_all, disconnect_all
 from pyinfra.api.deploy import add_deploy
 from pyinfra.api.operations import run_ops
 
-from checks.facts import HostFacts
-from provision import nginx, stack, testhost
+from checks.facts.model import HostFacts
+from provision import nginx, stack
 from provision.gate import HostGate
 from provision.hostplan import HostPlan
+from provision.testhost import hosts
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "nginx_lb"
@@ -52,12 +53,12 @@ pytestmark = pytest.mark.e2e
 class Host:
     """Shell access to the test host."""
 
-    def __init__(self, record: testhost.TestHost) -> None:
+    def __init__(self, record: hosts.TestHost) -> None:
         self.record = record
 
     def run(self, command: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            testhost.ssh_command(self.record, command),
+            hosts.ssh_command(self.record, command),
             input=stdin,
             capture_output=True,
             text=True,
@@ -111,7 +112,7 @@ def answers(host: Host, count: int = 12) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def host(testhost_factory: Callable[[str], testhost.TestHost]) -> Iterator[Host]:
+def host(testhost_factory: Callable[[str], hosts.TestHost]) -> Iterator[Host]:
     h = Host(testhost_factory("lbconf"))
     for name, port in BACKENDS.items():
         h.sh(f"mkdir -p /srv/{name} && echo {name} > /srv/{name}/who")
@@ -221,7 +222,7 @@ def task() -> ModuleType:
 def apply(host: Host, task: ModuleType, **changes: Any) -> dict[str, bool]:
     """Run the role's pyinfra task on the host; {operation name: changed}."""
     data = {**DATA, **changes}
-    name, connection = testhost.pyinfra_host(host.record)
+    name, connection = hosts.pyinfra_host(host.record)
     plan = HostPlan(name, stack.from_data(data), stack.variables(data), HostGate(name, HostFacts()))
     state = State(Inventory(([(name, connection)], {})), Config())
     connect_all(state)

@@ -30,9 +30,10 @@ from pyinfra.api.inventory import Inventory
 from pyinfra.api.operations import run_ops
 from pyinfra.api.state import State
 
-from provision import stack, testhost, toolkit
+from provision import stack, toolkit
 from provision.gate import HostGate
 from provision.hostplan import HostPlan
+from provision.testhost import hosts
 
 pytestmark = pytest.mark.e2e
 
@@ -130,7 +131,7 @@ def load_role() -> ModuleType:
 
 
 @pytest.fixture(scope="module")
-def record(testhost_factory: Callable[..., testhost.TestHost]) -> testhost.TestHost:
+def record(testhost_factory: Callable[..., hosts.TestHost]) -> hosts.TestHost:
     """A fresh host with the stand-ins installed and the stand-in docker.service running."""
     made = testhost_factory("ctk1")
     for path, (text, mode) in STANDINS.items():
@@ -140,9 +141,9 @@ def record(testhost_factory: Callable[..., testhost.TestHost]) -> testhost.TestH
     return made
 
 
-def ssh(host: testhost.TestHost, command: str, stdin: str = "") -> str:
+def ssh(host: hosts.TestHost, command: str, stdin: str = "") -> str:
     done = subprocess.run(
-        testhost.ssh_command(host, command),
+        hosts.ssh_command(host, command),
         input=stdin,
         capture_output=True,
         text=True,
@@ -153,9 +154,9 @@ def ssh(host: testhost.TestHost, command: str, stdin: str = "") -> str:
     return done.stdout
 
 
-def apply(host: testhost.TestHost) -> list[tuple[str, str]]:
+def apply(host: hosts.TestHost) -> list[tuple[str, str]]:
     """Gather the container facts over SSH, plan the role, run it: (operation, status) pairs."""
-    name, data = testhost.pyinfra_host(host)
+    name, data = hosts.pyinfra_host(host)
     inventory = Inventory(([(name, data)], {}))  # type: ignore[no-untyped-call]
     state = State(inventory, Config())  # type: ignore[no-untyped-call]
     connect_all(state)
@@ -189,7 +190,7 @@ def status(meta: Any) -> str:
 
 
 def test_first_apply_registers_the_runtime_and_restarts_docker_once(
-    record: testhost.TestHost,
+    record: hosts.TestHost,
 ) -> None:
     assert ssh(record, f"cat {STARTS}").splitlines() == ["start"]
     assert apply(record) == [
@@ -202,19 +203,19 @@ def test_first_apply_registers_the_runtime_and_restarts_docker_once(
     assert '"nvidia"' in ssh(record, "docker info --format '{{json .Runtimes}}'")
 
 
-def test_second_apply_adds_nothing(record: testhost.TestHost) -> None:
+def test_second_apply_adds_nothing(record: hosts.TestHost) -> None:
     assert apply(record) == []
     assert ssh(record, f"cat {STARTS}").splitlines() == ["start", "start"]
 
 
-def test_the_script_alone_reports_unchanged_on_the_host(record: testhost.TestHost) -> None:
+def test_the_script_alone_reports_unchanged_on_the_host(record: hosts.TestHost) -> None:
     out = ssh(record, toolkit.configure_command("/etc/docker/daemon.json"))
     assert out.splitlines()[-1] == "unchanged"
     assert ssh(record, f"cat {STARTS}").splitlines() == ["start", "start"]
 
 
 def test_a_failing_check_fails_the_host(
-    record: testhost.TestHost, caplog: pytest.LogCaptureFixture
+    record: hosts.TestHost, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A daemon without the runtime and an nvidia-ctk that does not add it: the script runs and
     restarts Docker, and the post-check fails the host, naming CTR-005."""

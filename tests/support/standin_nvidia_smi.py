@@ -3,7 +3,7 @@
 
 It is not nvidia-smi and reads no hardware: it answers from a JSON description of GPUs, so the
 host-side checks (gpuprov's nvidia-smi probe, the rules and the VRAM budget) see a chosen GPU and
-driver while no GPU exists. It covers what the probe runs (checks/parsers/nvidia_smi.py): the
+driver while no GPU exists. It covers what the probe runs (checks/facts/parsers/nvidia_smi.py): the
 --query-gpu CSV, `-q`; and also `-L`, `--version` and the default table, in nvidia-smi's formats.
 A field missing from the description is not valid to query (as with an old driver and
 compute_cap), a missing description reads as "no driver", an empty GPU list as "no devices".

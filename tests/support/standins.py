@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from provision import testhost
+from provision.testhost import hosts
 
 HERE = Path(__file__).resolve().parent
 DOCKER = "usr/local/bin/docker"
@@ -56,9 +56,9 @@ INSTALL_COMMAND = f"cd / && rm -rf {DOCKER_CATALOG}/images && tar -xf - --no-sam
 CALLS_COMMAND = f"cd / && cat {DOCKER_ROOT}/calls.log 2>/dev/null || true"
 
 
-def _ssh(host: testhost.TestHost, command: str, data: bytes = b"") -> bytes:
+def _ssh(host: hosts.TestHost, command: str, data: bytes = b"") -> bytes:
     done = subprocess.run(
-        testhost.ssh_command(host, command), input=data, capture_output=True, timeout=60
+        hosts.ssh_command(host, command), input=data, capture_output=True, timeout=60
     )
     if done.returncode != 0:
         error = done.stderr.decode(errors="replace").strip()
@@ -66,9 +66,7 @@ def _ssh(host: testhost.TestHost, command: str, data: bytes = b"") -> bytes:
     return done.stdout
 
 
-def install(
-    host: testhost.TestHost, *, gpus: Path, images: Sequence[Path], docker_info: Path
-) -> None:
+def install(host: hosts.TestHost, *, gpus: Path, images: Sequence[Path], docker_info: Path) -> None:
     """Put docker (/usr/local/bin), nvidia-smi (/usr/bin) and their data on `host`.
 
     + gpus: the GPU description nvidia-smi answers from (/etc/standin-nvidia-smi/gpus.json)
@@ -83,6 +81,6 @@ def parse_calls(text: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-def calls(host: testhost.TestHost) -> list[dict[str, Any]]:
+def calls(host: hosts.TestHost) -> list[dict[str, Any]]:
     """Every docker call made on `host` so far."""
     return parse_calls(_ssh(host, CALLS_COMMAND).decode())

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 from io import StringIO
-from pathlib import Path
 
 from pyinfra.api.deploy import deploy
 from pyinfra.context import host
@@ -12,10 +11,10 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.files import File
 from pyinfra.operations import apt, files, systemd
 
-from provision import templates
+from provision import stack, templates
 from provision.hostplan import HostPlan
 
-FILES = Path(__file__).resolve().parent.parent / "files"
+FILES = stack.role_path("canary", "files")
 UNITS = "/etc/systemd/system"
 TIMER = "gpuprov-canary.timer"
 

@@ -6,8 +6,6 @@ points at; the build script switches `current` only after the new binary runs.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from pyinfra.api.command import QuoteString, StringCommand
 from pyinfra.api.deploy import deploy
 from pyinfra.api.operation import OperationMeta
@@ -15,10 +13,10 @@ from pyinfra.context import host
 from pyinfra.facts.files import File, Link
 from pyinfra.operations import files, server
 
-from provision import build
+from provision import build, stack
 from provision.hostplan import HostPlan
 
-FILES = Path(__file__).resolve().parent.parent / "files"
+FILES = stack.role_path("llama_cpp", "files")
 
 
 @deploy("llama.cpp")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import shlex
 from io import StringIO
-from pathlib import Path
 
 from pyinfra.api.deploy import deploy
 from pyinfra.context import host
@@ -19,10 +18,10 @@ from pyinfra.facts.files import File
 from pyinfra.facts.server import Command
 from pyinfra.operations import apt, files, server, systemd
 
-from provision import nginx
+from provision import nginx, stack
 from provision.hostplan import HostPlan
 
-FILES = Path(__file__).resolve().parent.parent / "files"
+FILES = stack.role_path("nginx_lb", "files")
 RENDERED = "/etc/gpuprov/nginx/gpuprov-lb.conf"
 SCRIPT = "/usr/local/lib/gpuprov/gpuprov-lb-install.sh"
 SERVICE = "nginx.service"

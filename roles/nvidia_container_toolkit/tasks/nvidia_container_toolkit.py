@@ -8,8 +8,6 @@ converged host adds no operation.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from pyinfra import logger
 from pyinfra.api.command import QuoteString, StringCommand
 from pyinfra.api.deploy import deploy
@@ -21,11 +19,11 @@ from pyinfra.facts.files import File, FileContents
 from pyinfra.facts.server import Which
 from pyinfra.operations import files, python, server
 
-from checks.facts import HostFacts
-from provision import toolkit
+from checks.facts.model import HostFacts
+from provision import stack, toolkit
 from provision.hostplan import HostPlan
 
-FILES = Path(__file__).resolve().parent.parent / "files"
+FILES = stack.role_path("nvidia_container_toolkit", "files")
 
 
 @deploy("NVIDIA Container Toolkit")

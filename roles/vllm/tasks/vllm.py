@@ -17,7 +17,7 @@ from pyinfra.api.deploy import deploy
 from pyinfra.context import host
 from pyinfra.operations import files, python, server
 
-from checks import vllm_images
+from checks.services import vllm_images
 from provision import servicefacts, templates, units
 from provision.hostplan import HostPlan
 

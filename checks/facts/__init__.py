@@ -1,0 +1,1 @@
+"""What is true of a host: the facts model, probes and their parsers, captures, NVML."""

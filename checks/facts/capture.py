@@ -1,0 +1,120 @@
+"""Facts from captured outputs (`--from`): a facts or report JSON, or pasted command outputs.
+
+Pasted text is cleaned once (CRLF, ANSI colours, "> " quote prefixes) and every known format that
+detects itself in it parses it; several files merge into one host.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from checks.facts.gather import PARSER_MODULES
+from checks.facts.model import HostFacts, ProbeResult, from_dict, merge
+from checks.facts.parsers import Format
+
+MAX_BYTES = 64 * 1024 * 1024
+EXTRA_FORMAT_MODULES = ("collect_env",)
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_QUOTE = re.compile(r"^[ \t]*(?:>[ \t]?)+", re.MULTILINE)
+
+
+class CaptureError(Exception):
+    """A capture that cannot be read or holds nothing known; the message names the file."""
+
+
+@dataclass(frozen=True)
+class Capture:
+    name: str
+    text: str
+
+
+def formats() -> list[Format]:
+    out: list[Format] = []
+    for name in (*PARSER_MODULES, *EXTRA_FORMAT_MODULES):
+        module = importlib.import_module(f"checks.facts.parsers.{name}")
+        out.extend(getattr(module, "FORMATS", []))
+    return out
+
+
+def clean(text: str) -> str:
+    """Undo what terminals and issue trackers do to pasted output."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = _ANSI.sub("", text)
+    return _QUOTE.sub("", text)
+
+
+def read(paths: Iterable[str]) -> list[Capture]:
+    """Read each path ("-" is stdin) as text; raises CaptureError naming the file."""
+    captures = []
+    for path in paths:
+        try:
+            if path == "-":
+                data = sys.stdin.buffer.read(MAX_BYTES + 1)
+            else:
+                with open(path, "rb") as handle:
+                    data = handle.read(MAX_BYTES + 1)
+        except OSError as exc:
+            raise CaptureError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        if len(data) > MAX_BYTES:
+            raise CaptureError(f"{path}: larger than {MAX_BYTES // (1024 * 1024)} MiB")
+        captures.append(
+            Capture("<stdin>" if path == "-" else path, data.decode("utf-8", "replace"))
+        )
+    return captures
+
+
+def _from_json(text: str) -> HostFacts | None:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(data, dict) and isinstance(data.get("facts"), dict):
+        data = data["facts"]
+    if isinstance(data, dict) and "schema_version" in data and "driver" in data:
+        return from_dict(HostFacts, data)
+    return None
+
+
+def recognise(text: str) -> tuple[HostFacts, list[str]]:
+    """The facts of every known format found in `text`, and the names of those formats."""
+    facts = HostFacts()
+    seen = []
+    for fmt in formats():
+        if fmt.detect(text):
+            merge(facts, fmt.parse(text))
+            seen.append(fmt.name)
+    return facts, seen
+
+
+def parse(capture: Capture) -> HostFacts:
+    """One capture's facts; raises CaptureError when nothing in it is recognised."""
+    try:
+        facts = _from_json(capture.text)
+    except ValueError as exc:
+        raise CaptureError(f"{capture.name}: not a valid facts file: {exc}") from exc
+    if facts is not None:
+        facts.sources = facts.sources or [capture.name]
+        facts.probes.append(ProbeResult(f"from {capture.name}", "ok", "facts JSON"))
+        return facts
+    facts, seen = recognise(clean(capture.text))
+    facts.sources = [capture.name]
+    if not seen:
+        raise CaptureError(
+            f"{capture.name}: no known command output recognised"
+            " (for a crash log, use `gpuprov explain`)"
+        )
+    facts.probes.append(ProbeResult(f"from {capture.name}", "ok", ", ".join(seen)))
+    return facts
+
+
+def load(paths: Iterable[str]) -> HostFacts:
+    """Facts of one host from every capture in `paths`, merged in order."""
+    facts = HostFacts()
+    for capture in read(paths):
+        merge(facts, parse(capture))
+    return facts

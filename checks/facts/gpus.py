@@ -1,0 +1,141 @@
+"""The GPU catalogue: compute capability, architecture and class from a GPU's name.
+
+The data lives in checks/matrix/tables/gpus.toml; entries are tried in order, the first match wins.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from checks import packaged
+from checks.facts.model import HostFacts
+
+BRAND_CLASSES = ("consumer", "workstation", "datacenter", "embedded")
+ARCHITECTURES = (
+    "Kepler",
+    "Maxwell",
+    "Pascal",
+    "Volta",
+    "Turing",
+    "Ampere",
+    "Ada",
+    "Hopper",
+    "Blackwell",
+    "Rubin",
+)
+
+# Product brands as NVML and nvidia-smi name them, lower-cased, and the class each implies.
+_BRANDS = {
+    "geforce": "consumer",
+    "geforce rtx": "consumer",
+    "titan": "consumer",
+    "titan rtx": "consumer",
+    "quadro": "workstation",
+    "quadro rtx": "workstation",
+    "nvidia rtx": "workstation",
+    "nvs": "workstation",
+    "tesla": "datacenter",
+    "grid": "datacenter",
+}
+
+# Words in a name that say the class when the catalogue does not know the model.
+_NAME_HINTS = (
+    (re.compile(r"\bjetson\b|\borin\b|\bthor\b", re.I), "embedded"),
+    (re.compile(r"\bgeforce\b|\btitan\b", re.I), "consumer"),
+    (re.compile(r"\bquadro\b|\bRTX A\d|\bRTX PRO\b|\bAda Generation\b", re.I), "workstation"),
+    (re.compile(r"\btesla\b", re.I), "datacenter"),
+)
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    """One catalogue entry."""
+
+    name: str
+    patterns: tuple[str, ...]
+    compute_capability: str
+    architecture: str
+    brand_class: str
+    memory_gib: int | None = None
+
+    def matches(self, gpu_name: str) -> bool:
+        """Whether any of the entry's patterns occurs in `gpu_name` (case-insensitive)."""
+        return any(re.search(p, gpu_name, re.IGNORECASE) for p in self.patterns)
+
+
+@functools.cache
+def _data() -> dict[str, Any]:
+    return packaged.read_toml("checks.matrix", "tables", "gpus.toml")
+
+
+@functools.cache
+def catalogue() -> tuple[GpuModel, ...]:
+    """Every entry of the catalogue, in match order."""
+    return tuple(
+        GpuModel(
+            name=entry["name"],
+            patterns=tuple(entry["patterns"]),
+            compute_capability=entry["compute_capability"],
+            architecture=entry["architecture"],
+            brand_class=entry["brand_class"],
+            memory_gib=entry.get("memory_gib"),
+        )
+        for entry in _data().get("gpu", [])
+    )
+
+
+def citations() -> list[str]:
+    """Where the catalogue's facts come from."""
+    return list(_data().get("citations", []))
+
+
+def lookup(name: str | None) -> GpuModel | None:
+    """The first catalogue entry matching a GPU name, or None."""
+    if not name or not name.strip():
+        return None
+    text = " ".join(name.split())
+    return next((model for model in catalogue() if model.matches(text)), None)
+
+
+def brand_class(brand: str | None, name: str | None) -> str | None:
+    """The GPU's class from the catalogue, else its product brand, else words in its name."""
+    model = lookup(name)
+    if model is not None:
+        return model.brand_class
+    if brand:
+        by_brand = _BRANDS.get(" ".join(brand.lower().split()))
+        if by_brand is not None:
+            return by_brand
+    if name:
+        for pattern, klass in _NAME_HINTS:
+            if pattern.search(name):
+                return klass
+    return None
+
+
+def normalise_architecture(name: str | None) -> str | None:
+    """An architecture name as used here: "Ada Lovelace" -> "Ada"; unknown words give None."""
+    if not name:
+        return None
+    word = name.strip().split(" ")[0].lower()
+    return next((arch for arch in ARCHITECTURES if arch.lower() == word), None)
+
+
+def enrich(facts: HostFacts) -> HostFacts:
+    """A copy of `facts` with each GPU's compute capability, architecture and class filled in.
+
+    Known values are never overwritten.
+    """
+    out = copy.deepcopy(facts)
+    for gpu in out.gpus:
+        model = lookup(gpu.name)
+        if model is not None:
+            gpu.compute_capability = gpu.compute_capability or model.compute_capability
+            gpu.architecture = gpu.architecture or model.architecture
+        if gpu.brand_class is None:
+            gpu.brand_class = brand_class(gpu.brand, gpu.name)
+    return out

@@ -1,0 +1,337 @@
+"""Container engines and the NVIDIA Container Toolkit: docker, podman, nvidia-ctk, CDI, images."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from typing import Any
+
+from checks.facts.model import ContainerImage, Docker, Gpu, HostFacts, merge
+from checks.facts.parsers import Format, sections
+from checks.facts.probe import Probe
+
+_DAEMON_ERROR = re.compile(
+    r"^(?:ERROR: )?((?:Cannot connect to the Docker daemon|permission denied while trying to"
+    r" connect to the Docker daemon|error during connect)[^\n]*?)\s*$",
+    re.MULTILINE,
+)
+_PODMAN = re.compile(r"^podman version (\S+)\s*$", re.MULTILINE)
+_CTK = re.compile(r"^NVIDIA Container Toolkit CLI version (\S+)", re.MULTILINE)
+_CLI_VERSION = re.compile(r"^(?:cli-)?version: (\d+\.\d+\S*)\s*$", re.MULTILINE)
+_CLI_INFO = re.compile(r"^(NVRM version|CUDA version|Device Index|Model|Brand|GPU UUID|Bus Location"
+                       r"|Architecture):\s*(.*?)\s*$", re.MULTILINE)  # fmt: skip
+_HOOK = re.compile(r"^runtime-hook: (\S.*?)\s*$", re.MULTILINE)
+_CDI_FILE = re.compile(r"^(/\S+\.(?:ya?ml|json))\s*$", re.MULTILINE)
+_NULLS = ("", "(null)", "N/A")
+
+DOCKER_COMMAND = "docker info --format '{{json .}}' 2>&1"
+
+TOOLKIT_COMMAND = r"""PATH=$PATH:/usr/sbin:/sbin
+echo '### gpuprov:podman'
+command -v podman >/dev/null 2>&1 && podman --version 2>&1
+echo '### gpuprov:nvidia-ctk'
+command -v nvidia-ctk >/dev/null 2>&1 && nvidia-ctk --version 2>&1
+echo '### gpuprov:nvidia-container-cli'
+command -v nvidia-container-cli >/dev/null 2>&1 && nvidia-container-cli --version 2>&1
+echo '### gpuprov:hook'
+h=$(command -v nvidia-container-runtime-hook 2>/dev/null) || h=none
+echo "runtime-hook: $h"
+echo '### gpuprov:cdi'
+for d in /etc/cdi /var/run/cdi; do
+  for f in "$d"/*.yaml "$d"/*.yml "$d"/*.json; do [ -f "$f" ] && echo "$f"; done
+done
+exit 0
+"""
+
+CONTAINER_CLI_INFO_COMMAND = "nvidia-container-cli info 2>&1"
+
+
+def parse_docker_info_text(text: str) -> HostFacts:
+    """`docker info` as text, including the client-only answer when the daemon is unreachable."""
+    facts = HostFacts()
+    docker = Docker()
+    section = ""
+    block = ""
+    devices: list[str] = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        heading = re.match(r"(Client|Server):", line)
+        if heading is not None:
+            section, block = heading.group(1), ""
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        key, sep, value = stripped.partition(":")
+        if indent <= 1 and sep:
+            block = key if not value.strip() else ""
+            _docker_field(docker, section, key, value.strip())
+        elif indent >= 2 and block and stripped:
+            _docker_block_item(docker, block, stripped, devices)
+    if devices:
+        docker.cdi_devices = devices
+    if docker.server_version is not None and docker.rootless is None and "Security Options" in text:
+        docker.rootless = False
+    error = _DAEMON_ERROR.search(text)
+    if error is not None and docker.server_version is None:
+        docker.server_error = error.group(1)
+    if docker != Docker():
+        facts.containers.docker = docker
+    return facts
+
+
+def _docker_field(docker: Docker, section: str, key: str, value: str) -> None:
+    if not value:
+        return
+    if key == "Version" and section == "Client":
+        docker.client_version = value
+    elif key == "Server Version":
+        docker.server_version = value
+    elif key == "Runtimes":
+        docker.runtimes = value.split()
+    elif key == "Default Runtime":
+        docker.default_runtime = value
+    elif key == "Cgroup Driver":
+        docker.cgroup_driver = value
+    elif key == "Cgroup Version":
+        docker.cgroup_version = value
+
+
+def _docker_block_item(docker: Docker, block: str, item: str, devices: list[str]) -> None:
+    if block == "CDI spec directories":
+        docker.cdi_spec_dirs = [*(docker.cdi_spec_dirs or []), item]
+    elif block == "Discovered Devices":
+        source, _, device = item.partition(":")
+        if source.strip() == "cdi" and device.strip():
+            devices.append(device.strip())
+    elif block == "Security Options" and item == "rootless":
+        docker.rootless = True
+
+
+def parse_docker_info_json(text: str) -> HostFacts:
+    """`docker info --format '{{json .}}'`; daemon errors may sit beside it (stderr is joined)."""
+    facts = HostFacts()
+    info = _json_object(text)
+    if info is None:
+        return facts
+    docker = Docker()
+    client = info.get("ClientInfo")
+    if isinstance(client, dict):
+        docker.client_version = _text(client.get("Version"))
+    docker.server_version = _text(info.get("ServerVersion"))
+    runtimes = info.get("Runtimes")
+    if isinstance(runtimes, dict) and runtimes:
+        docker.runtimes = sorted(str(name) for name in runtimes)
+    docker.default_runtime = _text(info.get("DefaultRuntime"))
+    docker.cdi_spec_dirs = _strings(info.get("CDISpecDirs"))
+    found = info.get("DiscoveredDevices")
+    if isinstance(found, list):
+        ids = [d.get("ID") for d in found if isinstance(d, dict) and d.get("Source") == "cdi"]
+        docker.cdi_devices = [str(i) for i in ids if i] or None
+    options = _strings(info.get("SecurityOptions"))
+    if options is not None:
+        docker.rootless = "name=rootless" in options
+    docker.cgroup_driver = _text(info.get("CgroupDriver"))
+    docker.cgroup_version = _text(info.get("CgroupVersion"))
+    errors = _strings(info.get("ServerErrors"))
+    if errors:
+        docker.server_error = errors[0]
+    elif docker.server_version is None:
+        error = _DAEMON_ERROR.search(text)
+        docker.server_error = error.group(1) if error is not None else None
+    if docker != Docker():
+        facts.containers.docker = docker
+    return facts
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    """The first JSON object in text that parses, ignoring lines around it."""
+    decoder = json.JSONDecoder()
+    start = text.find("{")
+    for _ in range(20):
+        if start == -1:
+            break
+        try:
+            value, _ = decoder.raw_decode(text, start)
+        except (ValueError, RecursionError):
+            start = text.find("{", start + 1)
+            continue
+        return value if isinstance(value, dict) else None
+    return None
+
+
+def _text(value: Any) -> str | None:
+    return str(value) if isinstance(value, (str, int)) and str(value) not in _NULLS else None
+
+
+def _strings(value: Any) -> list[str] | None:
+    if not isinstance(value, list):
+        return None
+    return [str(item) for item in value if isinstance(item, (str, int))]
+
+
+def _first(pattern: re.Pattern[str], text: str) -> str | None:
+    match = pattern.search(text)
+    return match.group(1) if match else None
+
+
+def parse_podman_version(text: str) -> HostFacts:
+    """`podman --version`: "podman version 4.3.1"."""
+    facts = HostFacts()
+    facts.containers.podman_version = _first(_PODMAN, text)
+    return facts
+
+
+def parse_nvidia_ctk_version(text: str) -> HostFacts:
+    """`nvidia-ctk --version`: "NVIDIA Container Toolkit CLI version 1.12.0"."""
+    facts = HostFacts()
+    facts.containers.toolkit_version = _first(_CTK, text)
+    return facts
+
+
+def parse_container_cli_version(text: str) -> HostFacts:
+    """`nvidia-container-cli --version`: "cli-version: 1.17.8" (older: "version: 1.0.0")."""
+    facts = HostFacts()
+    facts.containers.container_cli_version = _first(_CLI_VERSION, text)
+    return facts
+
+
+def parse_container_cli_info(text: str) -> HostFacts:
+    """`nvidia-container-cli info`: the driver (NVRM, CUDA) and one block per device."""
+    facts = HostFacts()
+    gpu: Gpu | None = None
+    for key, raw in _CLI_INFO.findall(text):
+        value = raw if raw not in _NULLS else None
+        if key == "NVRM version":
+            facts.driver.version = facts.driver.version or value
+        elif key == "CUDA version":
+            facts.driver.cuda_version = facts.driver.cuda_version or value
+        elif key == "Device Index":
+            gpu = Gpu(index=int(raw) if re.fullmatch(r"[0-9]{1,4}", raw) else None)
+            facts.gpus.append(gpu)
+        elif gpu is not None:
+            _cli_device_field(gpu, key, value)
+    return facts
+
+
+def _cli_device_field(gpu: Gpu, key: str, value: str | None) -> None:
+    if key == "Model":
+        gpu.name = value
+    elif key == "Brand":
+        gpu.brand = value
+    elif key == "GPU UUID":
+        gpu.uuid = value
+    elif key == "Bus Location":
+        gpu.pci_bus_id = value
+    elif key == "Architecture" and value and re.fullmatch(r"\d+\.\d+", value):
+        gpu.compute_capability = value
+
+
+def parse_toolkit_probe(text: str) -> HostFacts:
+    """The container-toolkit probe: podman, nvidia-ctk, nvidia-container-cli, hook, CDI specs."""
+    facts = HostFacts()
+    for section in sections.split(text):
+        body, kind = section.text, section.name
+        if kind == "podman":
+            merge(facts, parse_podman_version(body))
+        elif kind == "nvidia-ctk":
+            merge(facts, parse_nvidia_ctk_version(body))
+        elif kind == "nvidia-container-cli":
+            merge(facts, parse_container_cli_version(body))
+        elif kind == "hook":
+            hook = _HOOK.search(body)
+            if hook is not None:
+                facts.containers.runtime_hook = hook.group(1) != "none"
+        elif kind == "cdi":
+            facts.containers.cdi_specs = _CDI_FILE.findall(body)
+    return facts
+
+
+def parse_image_inspect(text: str) -> HostFacts:
+    """`docker image inspect REF` (a JSON list): ref, CUDA_VERSION and NVIDIA_REQUIRE_CUDA."""
+    facts = HostFacts()
+    value: Any = None
+    start = text.find("[")
+    if start != -1:
+        try:
+            value = json.JSONDecoder().raw_decode(text, start)[0]
+        except (ValueError, RecursionError):
+            value = None
+    items = value if isinstance(value, list) else [_json_object(text)]
+    for item in items:
+        if isinstance(item, dict):
+            image = _image(item)
+            if image is not None:
+                facts.containers.images.append(image)
+    return facts
+
+
+def _image(item: dict[str, Any]) -> ContainerImage | None:
+    config = item.get("Config")
+    if not isinstance(config, dict) and "RepoTags" not in item:
+        return None
+    refs = (_strings(item.get("RepoTags")) or []) + (_strings(item.get("RepoDigests")) or [])
+    env: dict[str, str] = {}
+    for entry in _strings(config.get("Env") if isinstance(config, dict) else None) or []:
+        key, _, val = entry.partition("=")
+        env[key] = val
+    return ContainerImage(
+        ref=refs[0] if refs else _text(item.get("Id")),
+        cuda_version=env.get("CUDA_VERSION") or None,
+        require_cuda=env.get("NVIDIA_REQUIRE_CUDA") or None,
+    )
+
+
+def image_probe(ref: str) -> Probe:
+    """A probe that inspects one local image (nothing is pulled)."""
+    command = f"docker image inspect {shlex.quote(ref)} 2>&1"
+    return Probe(f"image:{ref}", command, parse_image_inspect, requires="docker", timeout=15.0)
+
+
+def detect_docker_info_text(text: str) -> bool:
+    return re.search(r"^Client:", text, re.MULTILINE) is not None and (
+        "Server Version:" in text or re.search(r"^ Context:", text, re.MULTILINE) is not None
+    )
+
+
+def detect_docker_info_json(text: str) -> bool:
+    return '"ServerVersion"' in text and '"Runtimes"' in text
+
+
+def detect_podman(text: str) -> bool:
+    return _PODMAN.search(text) is not None
+
+
+def detect_nvidia_ctk(text: str) -> bool:
+    return _CTK.search(text) is not None
+
+
+def detect_container_cli_info(text: str) -> bool:
+    return re.search(r"^NVRM version:\s", text, re.MULTILINE) is not None and (
+        "Device Index:" in text or "CUDA version:" in text
+    )
+
+
+def detect_image_inspect(text: str) -> bool:
+    return '"RepoTags"' in text and '"Config"' in text
+
+
+FORMATS = [
+    Format("docker-info", detect_docker_info_text, parse_docker_info_text),
+    Format("docker-info-json", detect_docker_info_json, parse_docker_info_json),
+    Format("podman-version", detect_podman, parse_podman_version),
+    Format("nvidia-ctk-version", detect_nvidia_ctk, parse_nvidia_ctk_version),
+    Format("nvidia-container-cli-info", detect_container_cli_info, parse_container_cli_info),
+    Format("docker-image-inspect", detect_image_inspect, parse_image_inspect),
+]
+
+PROBES = [
+    Probe("docker", DOCKER_COMMAND, parse_docker_info_json, requires="docker", timeout=20.0),
+    Probe("container-toolkit", TOOLKIT_COMMAND, parse_toolkit_probe),
+    Probe(
+        "nvidia-container-cli-info",
+        CONTAINER_CLI_INFO_COMMAND,
+        parse_container_cli_info,
+        requires="nvidia-container-cli",
+        timeout=30.0,
+    ),
+]

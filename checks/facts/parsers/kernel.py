@@ -1,0 +1,169 @@
+"""The NVIDIA kernel module: loaded version and flavour, modules, Secure Boot, persistenced."""
+
+from __future__ import annotations
+
+import re
+
+from checks.facts.model import HostFacts
+from checks.facts.parsers import Format, sections
+from checks.facts.probe import Probe
+
+# "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.65.06  Release Build ..." (open),
+# "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.171.04  ..." (proprietary); dmesg prints
+# "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  340.65 ..." for the same module.
+_NVRM = re.compile(
+    r"NVRM(?: version:|: loading) NVIDIA UNIX (?P<kind>Open Kernel Module for \S+|.*?Kernel Module)"
+    r"\s+(?P<version>\d{2,4}\.\d{1,3}(?:\.\d{1,3})?)\b"
+)
+_PROC_MODULE = re.compile(r"^(\w+) \d+ \d+ \S+ (?:Live|Loading|Unloading)\b", re.MULTILINE)
+_LSMOD_HEADER = re.compile(r"^Module\s+Size\s+Used by\s*$", re.MULTILINE)
+_LSMOD_LINE = re.compile(r"^(\w+)\s+\d+\s+\d+(?:\s+\S+)?\s*$")
+_MODINFO = re.compile(r"^(license|signer|version|filename):[ \t]*(.*?)\s*$", re.MULTILINE)
+_SB_STATE = re.compile(r"^SecureBoot (enabled|disabled)\b", re.MULTILINE)
+_SB_EFIVAR = re.compile(r"^SecureBoot efivar: (\d+)\s*$", re.MULTILINE)
+_PERSISTENCED = re.compile(r"^nvidia-persistenced: (running|not running)\b", re.MULTILINE)
+
+EFIVAR_SECURE_BOOT = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
+
+MODULE_COMMAND = r"""echo '### gpuprov:proc-version'
+cat /proc/driver/nvidia/version 2>&1
+echo '### gpuprov:modules'
+cat /proc/modules 2>&1
+echo '### gpuprov:modinfo'
+PATH=$PATH:/sbin:/usr/sbin
+if command -v modinfo >/dev/null 2>&1; then
+  for f in license signer version filename; do
+    printf '%s: %s\n' "$f" "$(modinfo -F "$f" nvidia 2>&1 | head -n 1)"
+  done
+fi
+echo '### gpuprov:persistenced'
+if ! command -v pidof >/dev/null 2>&1; then
+  echo 'nvidia-persistenced: unknown (no pidof)'
+elif pids=$(pidof nvidia-persistenced 2>/dev/null) && [ -n "$pids" ]; then
+  echo "nvidia-persistenced: running $pids"
+else
+  echo 'nvidia-persistenced: not running'
+fi
+exit 0
+"""
+
+SECURE_BOOT_COMMAND = rf"""PATH=$PATH:/sbin:/usr/sbin
+command -v mokutil >/dev/null 2>&1 && mokutil --sb-state 2>&1
+f={EFIVAR_SECURE_BOOT}
+if [ -r "$f" ]; then
+  echo "SecureBoot efivar: $(od -An -t u1 -j 4 -N 1 "$f" | tr -d ' ')"
+elif [ ! -d /sys/firmware/efi ]; then
+  echo 'no /sys/firmware/efi: legacy BIOS boot or hidden firmware'
+fi
+exit 0
+"""
+
+
+def parse_proc_version(text: str) -> HostFacts:
+    """/proc/driver/nvidia/version (or dmesg's NVRM loading line): module version and flavour."""
+    facts = HostFacts()
+    match = _NVRM.search(text)
+    if match is not None:
+        facts.driver.kernel_module_version = match.group("version")
+        open_module = match.group("kind").startswith("Open")
+        facts.driver.kernel_module_flavour = "open" if open_module else "proprietary"
+    return facts
+
+
+def parse_modules(text: str) -> HostFacts:
+    """/proc/modules or `lsmod`: the names of all loaded modules, in order."""
+    facts = HostFacts()
+    names = _PROC_MODULE.findall(text)
+    header = _LSMOD_HEADER.search(text)
+    if not names and header is not None:
+        lines = text[header.end() :].splitlines()
+        names = [m.group(1) for m in map(_LSMOD_LINE.match, lines) if m is not None]
+    if names:
+        facts.modules.loaded = list(dict.fromkeys(names))
+    return facts
+
+
+def parse_modinfo(text: str) -> HostFacts:
+    """`modinfo nvidia` or the labelled `modinfo -F` fields: license, signer, version.
+
+    An unsigned module gives signer "" (known to be unsigned), not None.
+    """
+    facts = HostFacts()
+    fields: dict[str, str] = {}
+    for key, value in _MODINFO.findall(text):
+        fields.setdefault(key, value)
+    if any(value.startswith("modinfo:") for value in fields.values()):
+        return facts  # "modinfo: ERROR: Module nvidia not found."
+    modules = facts.modules
+    modules.nvidia_license = fields.get("license") or None
+    modules.nvidia_version = fields.get("version") or None
+    if "signer" in fields and (modules.nvidia_license or modules.nvidia_version):
+        modules.nvidia_signer = fields["signer"]
+    return facts
+
+
+def parse_secure_boot(text: str) -> HostFacts:
+    """`mokutil --sb-state`, else the SecureBoot efivar's data byte: system.secure_boot.
+
+    "EFI variables are not supported on this system" and a missing mokutil leave it unknown.
+    """
+    facts = HostFacts()
+    state = _SB_STATE.search(text)
+    if state is not None:
+        facts.system.secure_boot = state.group(1) == "enabled"
+        return facts
+    efivar = _SB_EFIVAR.search(text)
+    if efivar is not None and efivar.group(1) in ("0", "1"):
+        facts.system.secure_boot = efivar.group(1) == "1"
+    return facts
+
+
+def parse_persistenced(text: str) -> HostFacts:
+    """The probe's "nvidia-persistenced: running|not running" line."""
+    facts = HostFacts()
+    match = _PERSISTENCED.search(text)
+    if match is not None:
+        facts.driver.persistenced_running = match.group(1) == "running"
+    return facts
+
+
+_SECTIONS = {
+    "proc-version": parse_proc_version,
+    "modules": parse_modules,
+    "modinfo": parse_modinfo,
+    "persistenced": parse_persistenced,
+}
+
+
+def parse_module_probe(text: str) -> HostFacts:
+    """The kernel-module probe: one section per source, each read by its own parser."""
+    return sections.dispatch(text, _SECTIONS)
+
+
+def detect_proc_version(text: str) -> bool:
+    return _NVRM.search(text) is not None
+
+
+def detect_modules(text: str) -> bool:
+    return _LSMOD_HEADER.search(text) is not None or len(_PROC_MODULE.findall(text)) >= 2
+
+
+def detect_modinfo(text: str) -> bool:
+    return re.search(r"^filename:\s+/\S+/nvidia\.ko", text, re.MULTILINE) is not None
+
+
+def detect_secure_boot(text: str) -> bool:
+    return _SB_STATE.search(text) is not None
+
+
+FORMATS = [
+    Format("nvidia-proc-version", detect_proc_version, parse_proc_version),
+    Format("lsmod", detect_modules, parse_modules),
+    Format("modinfo-nvidia", detect_modinfo, parse_modinfo),
+    Format("mokutil-sb-state", detect_secure_boot, parse_secure_boot),
+]
+
+PROBES = [
+    Probe("kernel-module", MODULE_COMMAND, parse_module_probe),
+    Probe("secure-boot", SECURE_BOOT_COMMAND, parse_secure_boot),
+]

@@ -1,0 +1,147 @@
+"""llama.cpp builds: start-up output (devices, system_info), --version, CMake build records."""
+
+from __future__ import annotations
+
+import re
+
+from checks.facts.model import Gpu, HostFacts, LlamaCppBuild
+from checks.facts.parsers import Format, sections
+from checks.facts.probe import Probe
+
+_DEVICE = re.compile(
+    r"^\s*Device (\d{1,4}): ([^\n]+?), compute capability (\d+\.\d+)(?:, VMM: (yes|no))?",
+    re.MULTILINE,
+)
+_CUDA_INIT = re.compile(r"^ggml_cuda_init: ", re.MULTILINE)
+_SYSTEM_INFO = re.compile(r"^system_info: ([^\n]*)", re.MULTILINE)
+# "build: 9535 (da87e9b61) with cc ..." in logs; "version: 9535 (da87e9b61)" from --version.
+_BUILD = re.compile(r"^(?:build|version): (\d+) \(([0-9a-f]{6,40}|unknown)\)", re.MULTILINE)
+_CACHE = re.compile(
+    r"^(CMAKE_CUDA_ARCHITECTURES|GGML_CUDA|GGML_CUBLAS|LLAMA_CUDA|LLAMA_CUBLAS"
+    r"|GGML_CUDA_COMPRESSION_MODE):[A-Z]+=([^\n]*?)\s*$",
+    re.MULTILINE,
+)
+_COMPILER_VERSION = re.compile(r'^set\(CMAKE_CUDA_COMPILER_VERSION "([^"]+)"\)', re.MULTILINE)
+
+# Candidate binaries, one per directory (llama-server, else llama-cli), deduplicated by the
+# resolved directory; a build directory's CMakeCache.txt is two levels up from bin/.
+LLAMACPP_COMMAND = r"""seen=' '
+run() { if command -v timeout >/dev/null 2>&1; then timeout 20 "$@"; else "$@"; fi; }
+emit() {
+  r=$(readlink -f "$1" 2>/dev/null) || r=$1
+  d=${r%/*}
+  case "$seen" in *" $d "*) return 0;; esac
+  seen="$seen$d "
+  echo "### gpuprov:llamacpp $r"
+  run "$r" --version 2>&1 </dev/null
+  b=${d%/*}
+  if [ -f "$b/CMakeCache.txt" ]; then
+    keys='CMAKE_CUDA_ARCHITECTURES|CMAKE_CUDA_COMPILER|GGML_CUDA|GGML_CUDA_COMPRESSION_MODE'
+    grep -E "^($keys|GGML_CUBLAS|LLAMA_CUDA|LLAMA_CUBLAS):" "$b/CMakeCache.txt"
+    cat "$b"/CMakeFiles/*/CMakeCUDACompiler.cmake 2>/dev/null |
+      grep -m 1 'CMAKE_CUDA_COMPILER_VERSION'
+  fi
+}
+for name in llama-server llama-cli; do
+  p=$(command -v "$name" 2>/dev/null) && [ -x "$p" ] && emit "$p"
+done
+for d in "$HOME/llama.cpp/build/bin" /opt/llama.cpp*/build/bin /opt/llama.cpp*/bin \
+    /opt/gpuprov/llama.cpp/current/bin; do
+  for name in llama-server llama-cli; do
+    [ -x "$d/$name" ] && { emit "$d/$name"; break; }
+  done
+done
+exit 0
+"""
+
+
+def parse_llamacpp(text: str) -> HostFacts:
+    """A llama.cpp log, `--version` output, CMakeCache lines, or the probe's per-build sections."""
+    facts = HostFacts()
+    facts.gpus = _devices(text)
+    parts = [s for s in sections.split(text) if s.name == "llamacpp" and s.argument]
+    if not parts:
+        build = _build(text)
+        if build != LlamaCppBuild():
+            facts.llamacpp.append(build)
+        return facts
+    for part in parts:
+        build = _build(part.text)
+        build.path = part.argument
+        facts.llamacpp.append(build)
+    return facts
+
+
+def _devices(text: str) -> list[Gpu]:
+    gpus: dict[int, Gpu] = {}
+    for index, name, capability, _vmm in _DEVICE.findall(text):
+        gpus.setdefault(int(index), Gpu(index=int(index), name=name, compute_capability=capability))
+    return list(gpus.values())
+
+
+def _build(text: str) -> LlamaCppBuild:
+    build = LlamaCppBuild()
+    version = _BUILD.search(text)
+    if version is not None and version.group(2) != "unknown":
+        build.version, build.commit = version.group(1), version.group(2)
+    elif version is not None and version.group(1) != "0":
+        build.version = version.group(1)
+    if _CUDA_INIT.search(text):
+        build.cuda = True
+    info = _SYSTEM_INFO.search(text)
+    if info is not None:
+        _system_info(build, info.group(1))
+    for key, value in _CACHE.findall(text):
+        _cache(build, key, value)
+    compiler = _COMPILER_VERSION.search(text)
+    build.cuda_compiler_version = compiler.group(1) if compiler else None
+    return build
+
+
+def _system_info(build: LlamaCppBuild, line: str) -> None:
+    """ "... | CUDA : ARCHS = 890 | USE_GRAPHS = 1 | ... | CPU : SSE3 = 1 | ..." """
+    backend = ""
+    features: dict[str, dict[str, str]] = {}
+    for part in line.split("|"):
+        name, sep, rest = part.partition(" : ")
+        if sep:
+            backend = name.strip()
+            part = rest
+        key, eq, value = part.partition("=")
+        if eq and backend:
+            features.setdefault(backend, {})[key.strip()] = value.strip()
+    cuda = features.get("CUDA")
+    if cuda is None:
+        if "CPU" in features and build.cuda is None:
+            build.cuda = False
+        return
+    build.cuda = True
+    archs = [a for a in re.split(r"[,;\s]+", cuda.get("ARCHS", "")) if a]
+    build.cuda_archs = archs or None
+    fp4 = cuda.get("BLACKWELL_NATIVE_FP4")
+    build.blackwell_native_fp4 = fp4 == "1" if fp4 in ("0", "1") else None
+
+
+def _cache(build: LlamaCppBuild, key: str, value: str) -> None:
+    if key == "CMAKE_CUDA_ARCHITECTURES":
+        build.cmake_cuda_architectures = value or None
+    elif key == "GGML_CUDA_COMPRESSION_MODE":
+        build.compression_mode = value or None
+    elif value.upper() in ("ON", "TRUE", "1", "YES"):
+        build.cuda = True
+    elif key == "GGML_CUDA" and build.cuda is None:
+        build.cuda = False
+
+
+def detect_llamacpp(text: str) -> bool:
+    return (
+        _CUDA_INIT.search(text) is not None
+        or _SYSTEM_INFO.search(text) is not None
+        or re.search(r"^GGML_CUDA:BOOL=", text, re.MULTILINE) is not None
+        or re.search(r"^version: \d+ \([0-9a-f]{6,40}\)", text, re.MULTILINE) is not None
+    )
+
+
+FORMATS = [Format("llama.cpp", detect_llamacpp, parse_llamacpp)]
+
+PROBES = [Probe("llama.cpp", LLAMACPP_COMMAND, parse_llamacpp, timeout=90.0)]

@@ -1,0 +1,695 @@
+"""nvidia-smi in all its output forms: the table, --query-gpu CSV, -q, -q -x, -L, --version, errors.
+
+Every parser takes text that may be a whole issue paste (markdown fences, "> " quotes, other logs
+around it) and returns a HostFacts fragment with only what the output shows. None of them raises.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterator
+
+from checks.facts import nvml
+from checks.facts.gpus import normalise_architecture
+from checks.facts.model import Gpu, HostFacts, merge
+from checks.facts.parsers import Format
+from checks.facts.probe import Probe
+
+# --- shared helpers ------------------------------------------------------------------------------
+
+_QUOTE = re.compile(r"^[ \t]*(?:>[ \t]?)+")
+_BUS_ID = re.compile(r"\b((?:[0-9A-Fa-f]{4,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\b")
+_VERSION = re.compile(r"\d+(?:\.\d+)+")
+_UNKNOWN = {
+    "",
+    "n/a",
+    "[n/a]",
+    "not supported",
+    "[not supported]",
+    "unknown error",
+    "[unknown error]",
+    "insufficient permissions",
+    "[insufficient permissions]",
+    "requested functionality has been deprecated",
+    "[requested functionality has been deprecated]",
+}
+
+
+def _lines(text: str) -> list[str]:
+    """Lines with carriage returns and markdown quote prefixes removed."""
+    return [_QUOTE.sub("", line.rstrip("\r")) for line in text.splitlines()]
+
+
+def _clean(value: str | None) -> str | None:
+    """A value, or None for the placeholders nvidia-smi prints when it does not know."""
+    if value is None:
+        return None
+    value = value.strip()
+    return None if value.lower() in _UNKNOWN else value
+
+
+def _version(value: str | None) -> str | None:
+    """The first dotted version in `value` ("610.43.02 [Deprecated; ...]" -> "610.43.02")."""
+    value = _clean(value)
+    if value is None:
+        return None
+    match = _VERSION.search(value)
+    return match.group(0) if match else None
+
+
+def _int(value: str | None) -> int | None:
+    value = _clean(value)
+    if value is None:
+        return None
+    match = re.match(r"\d+", value)
+    return int(match.group(0)) if match else None
+
+
+def _mib(value: str | None) -> int | None:
+    """A memory size in MiB from "32768 MiB", "32768" (nounits) or "80 GiB"."""
+    value = _clean(value)
+    if value is None:
+        return None
+    match = re.match(r"(\d+)\s*([KMGT]i?B)?", value, re.I)
+    if match is None:
+        return None
+    number = int(match.group(1))
+    unit = (match.group(2) or "MiB").upper()
+    if unit.startswith("G"):
+        return number * 1024
+    if unit.startswith("K"):
+        return number // 1024
+    return number
+
+
+def _mode(value: str | None) -> str | None:
+    """Enabled / Disabled from the spellings nvidia-smi uses (On, Off, Enabled, 1, ...)."""
+    value = _clean(value)
+    if value is None:
+        return None
+    word = value.lower()
+    if word in ("on", "enabled", "enable", "1", "yes"):
+        return "Enabled"
+    if word in ("off", "disabled", "disable", "0", "no"):
+        return "Disabled"
+    return None
+
+
+def _bus_id(value: str | None) -> str | None:
+    value = _clean(value)
+    if value is None:
+        return None
+    match = _BUS_ID.search(value)
+    return match.group(1) if match else None
+
+
+def _uuid(value: str | None) -> str | None:
+    value = _clean(value)
+    if value is None:
+        return None
+    match = re.search(r"GPU-[0-9A-Fa-f-]{8,}", value)
+    return match.group(0) if match else None
+
+
+def _safe(parse: Callable[[str], HostFacts]) -> Callable[[str], HostFacts]:
+    """A parser that returns an empty fragment instead of raising on input it cannot read."""
+
+    def wrapped(text: str) -> HostFacts:
+        try:
+            return parse(text if isinstance(text, str) else "")
+        except Exception:
+            return HostFacts()
+
+    wrapped.__name__ = parse.__name__
+    wrapped.__doc__ = parse.__doc__
+    return wrapped
+
+
+# --- the default table ---------------------------------------------------------------------------
+
+_TABLE_HEADER = re.compile(
+    r"NVIDIA-SMI\s+(?P<smi>\S+)\s+(?:Driver|KMD) Version:\s*(?P<driver>[\w.-]+)"
+    r"(?:\s+CUDA(?: UMD)? Version:\s*(?P<cuda>[\w.-]+))?"
+)
+_TABLE_GPU = re.compile(
+    r"^\|\s*(?P<index>\d+)\s+(?P<name>.*?)\s+(?P<pm>On|Off|WDDM|TCC|MCDM|N/A)\s*\|"
+    r"\s*(?P<bus>(?:[0-9A-Fa-f]{4,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s+\S+\s*\|"
+)
+_TABLE_MEMORY = re.compile(r"(\d+)\s*MiB\s*/\s*(\d+)\s*MiB")
+_TABLE_MIG = re.compile(r"^\|[\s|]*\|\s*(Enabled|Disabled|N/A)\s*\|\s*$")
+_TABLE_TITLE = re.compile(r"NVIDIA-SMI\s+\d+\.\d+.*Version:|^\|\s*GPU\s+Name\s+.*Bus-Id", re.M)
+
+
+def _table_name(raw: str) -> str | None:
+    name = re.sub(r"\s*(?:\.\.\.|…)\s*$", "", raw).strip()
+    return name or None
+
+
+@_safe
+def parse_table(text: str) -> HostFacts:
+    """The default `nvidia-smi` table: driver and CUDA from the header, one Gpu per GPU row."""
+    facts = HostFacts()
+    lines = _lines(text)
+    shows_mig = any("MIG M." in line for line in lines)
+    current: Gpu | None = None
+    for line in lines:
+        header = _TABLE_HEADER.search(line)
+        if header is not None:
+            facts.driver.version = facts.driver.version or _version(header.group("driver"))
+            facts.driver.cuda_version = facts.driver.cuda_version or _version(header.group("cuda"))
+            continue
+        row = _TABLE_GPU.match(line.strip())
+        if row is not None:
+            current = Gpu(
+                index=int(row.group("index")),
+                name=_table_name(row.group("name")),
+                pci_bus_id=row.group("bus"),
+                persistence_mode=_mode(row.group("pm")),
+            )
+            facts.gpus.append(current)
+            continue
+        if current is None:
+            continue
+        stripped = line.strip()
+        if not stripped.startswith("|") or "Processes:" in stripped:
+            current = None
+            continue
+        memory = _TABLE_MEMORY.search(stripped)
+        if memory is not None and current.memory_total_mib is None:
+            current.memory_total_mib = int(memory.group(2))
+            continue
+        mig = _TABLE_MIG.match(stripped)
+        if mig is not None and shows_mig and current.memory_total_mib is not None:
+            current.mig_mode = _mode(mig.group(1))
+    return facts
+
+
+# --- --query-gpu CSV -----------------------------------------------------------------------------
+
+PROBE_FIELDS = (
+    "index",
+    "name",
+    "pci.bus_id",
+    "uuid",
+    "serial",
+    "compute_cap",
+    "memory.total",
+    "driver_version",
+    "persistence_mode",
+    "mig.mode.current",
+)
+PROBE_FIELDS_OLD = tuple(f for f in PROBE_FIELDS if f != "compute_cap")
+
+# Field aliases nvidia-smi accepts, mapped to one name.
+_ALIASES = {
+    "gpu_name": "name",
+    "gpu_bus_id": "pci.bus_id",
+    "gpu_uuid": "uuid",
+    "gpu_serial": "serial",
+    "kmd_version": "driver_version",
+}
+_GPU_FIELDS = {"index", "name", "pci.bus_id", "uuid", "serial", "compute_cap", "memory.total"}
+_FIELD = re.compile(r"^[a-z_][\w.]*$", re.I)
+_QUERY_GPU = re.compile(r"--query-gpu=([\w.,]+)")
+_OTHER_QUERY = re.compile(r"--query-(?!gpu)[\w-]+=")
+
+
+def _field(header: str) -> str:
+    name = re.sub(r"\s*\[[^\]]*\]\s*$", "", header.strip()).lower()
+    return _ALIASES.get(name, name)
+
+
+def _csv_header(line: str) -> list[str] | None:
+    """The field names if `line` is a --query-gpu CSV header, else None."""
+    if "," not in line:
+        return None
+    raw = [re.sub(r"\s*\[[^\]]*\]\s*$", "", part.strip()) for part in line.split(",")]
+    if not all(_FIELD.match(part) for part in raw):
+        return None
+    fields = [_field(part) for part in raw]
+    if not _GPU_FIELDS.intersection(fields) or "pid" in fields:
+        return None
+    if any(f.startswith(("retired_pages.", "remapped_rows.address")) for f in fields):
+        return None
+    return fields
+
+
+def _csv_row(fields: list[str], values: list[str], strict: bool) -> Gpu | None:
+    row = dict(zip(fields, (v.strip() for v in values), strict=False))
+    index = _int(row.get("index"))
+    bus = _bus_id(row.get("pci.bus_id"))
+    if "index" in row and index is None and _clean(row["index"]) is not None:
+        return None
+    if "pci.bus_id" in row and bus is None and _clean(row["pci.bus_id"]) is not None:
+        return None
+    if strict and (index is None or bus is None):
+        return None
+    cc = _clean(row.get("compute_cap"))
+    return Gpu(
+        index=index,
+        name=_clean(row.get("name")),
+        pci_bus_id=bus,
+        uuid=_uuid(row.get("uuid")),
+        serial=_clean(row.get("serial")),
+        compute_capability=cc if cc and re.fullmatch(r"\d+\.\d+", cc) else None,
+        memory_total_mib=_mib(row.get("memory.total")),
+        persistence_mode=_mode(row.get("persistence_mode")),
+        mig_mode=_mode(row.get("mig.mode.current")),
+    )
+
+
+@_safe
+def parse_query_csv(text: str) -> HostFacts:
+    """`nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]`, with or without header.
+
+    Without a header the field order comes from a `--query-gpu=` command line in the text, or
+    else from this module's probe (with or without compute_cap, told apart by the column count).
+    """
+    facts = HostFacts()
+    fields: list[str] | None = None
+    for line in _lines(text):
+        stripped = line.strip()
+        if not stripped:
+            continue
+        command = _QUERY_GPU.search(stripped)
+        if command is not None:
+            fields = [_field(f) for f in command.group(1).split(",") if f]
+            continue
+        if _OTHER_QUERY.search(stripped):
+            fields = None
+            continue
+        header = _csv_header(stripped)
+        if header is not None:
+            fields = header
+            continue
+        values = stripped.split(",") if "," in stripped else []
+        use, strict = fields, False
+        if use is None or len(use) != len(values):
+            fields = None
+            if len(values) == len(PROBE_FIELDS):
+                use, strict = list(PROBE_FIELDS), True
+            elif len(values) == len(PROBE_FIELDS_OLD):
+                use, strict = list(PROBE_FIELDS_OLD), True
+            else:
+                continue
+        gpu = _csv_row(use, values, strict)
+        if gpu is None:
+            continue
+        row = dict(zip(use, values, strict=False))
+        facts.driver.version = facts.driver.version or _version(row.get("driver_version"))
+        if any(v is not None for v in (gpu.index, gpu.name, gpu.pci_bus_id, gpu.uuid)):
+            facts.gpus.append(gpu)
+    return facts
+
+
+# --- nvidia-smi -q -------------------------------------------------------------------------------
+
+_Q_LINE = re.compile(r"^(?P<indent>\s*)(?P<key>[^:]+?)\s*(?::\s*(?P<value>.*))?$")
+_Q_GPU = re.compile(
+    r"^GPU\s+((?:[0-9A-Fa-f]{4,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$"
+)
+
+
+def _q_entries(text: str) -> Iterator[tuple[tuple[str, ...], str | None]]:
+    """(path, value) for each "key : value" line, the path built from the indentation."""
+    stack: list[tuple[int, str]] = []
+    for line in _lines(text):
+        if not line.strip() or line.strip().startswith("="):
+            continue
+        gpu = _Q_GPU.match(line.strip())
+        match = _Q_LINE.match(line)
+        if match is None:
+            continue
+        indent = len(match.group("indent").expandtabs(4))
+        key = gpu.group(0) if gpu else match.group("key").strip()
+        value = None if gpu else match.group("value")
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        path = (*(name for _, name in stack), key)
+        yield path, value
+        if value is None or not value.strip():
+            stack.append((indent, key))
+
+
+@_safe
+def parse_query_text(text: str) -> HostFacts:
+    """`nvidia-smi -q`: versions from the top, then one Gpu per "GPU <bus id>" block."""
+    facts = HostFacts()
+    kmd: str | None = None
+    umd: str | None = None
+    gpu: Gpu | None = None
+    for path, value in _q_entries(text):
+        key = path[-1]
+        if len(path) == 1:
+            bus = _Q_GPU.match(key)
+            if bus is not None:
+                gpu = Gpu(pci_bus_id=bus.group(1))
+                facts.gpus.append(gpu)
+                continue
+            if key == "Driver Version":
+                facts.driver.version = facts.driver.version or _version(value)
+            elif key == "CUDA Version":
+                facts.driver.cuda_version = facts.driver.cuda_version or _version(value)
+            elif key == "KMD Version":
+                kmd = _version(value)
+            elif key == "CUDA UMD Version":
+                umd = _version(value)
+            continue
+        if gpu is None or len(path) < 2 or not _Q_GPU.match(path[0]):
+            continue
+        field = path[1:]
+        if field == ("Product Name",):
+            gpu.name = _clean(value)
+        elif field == ("Product Brand",):
+            gpu.brand = _clean(value)
+        elif field == ("Product Architecture",):
+            gpu.architecture = normalise_architecture(value)
+        elif field == ("Persistence Mode",):
+            gpu.persistence_mode = _mode(value)
+        elif field == ("MIG Mode", "Current"):
+            gpu.mig_mode = _mode(value)
+        elif field == ("Serial Number",):
+            gpu.serial = _clean(value)
+        elif field == ("GPU UUID",):
+            gpu.uuid = _uuid(value)
+        elif field == ("Minor Number",):
+            gpu.index = _int(value)
+        elif field == ("PCI", "Bus Id"):
+            gpu.pci_bus_id = _bus_id(value) or gpu.pci_bus_id
+        elif field == ("FB Memory Usage", "Total"):
+            gpu.memory_total_mib = _mib(value)
+    facts.driver.version = kmd or facts.driver.version
+    facts.driver.cuda_version = umd or facts.driver.cuda_version
+    return facts
+
+
+# --- nvidia-smi -q -x ----------------------------------------------------------------------------
+
+_XML_START = re.compile(r"<\?xml[^>]*>|<!DOCTYPE nvidia_smi_log|<nvidia_smi_log\b")
+
+
+def _xml_gpu(element: ET.Element) -> Gpu:
+    def text(path: str) -> str | None:
+        return _clean(element.findtext(path))
+
+    cc = text("compute_cap") or text("cuda_compute_capability")
+    return Gpu(
+        index=_int(text("minor_number")),
+        name=text("product_name"),
+        pci_bus_id=_bus_id(text("pci/pci_bus_id")) or _bus_id(element.get("id")),
+        uuid=_uuid(text("uuid")),
+        serial=text("serial"),
+        compute_capability=cc if cc and re.fullmatch(r"\d+\.\d+", cc) else None,
+        memory_total_mib=_mib(text("fb_memory_usage/total")),
+        brand=text("product_brand"),
+        architecture=normalise_architecture(text("product_architecture")),
+        mig_mode=_mode(text("mig_mode/current_mig")),
+        persistence_mode=_mode(text("persistence_mode")),
+    )
+
+
+def _xml_tag(chunk: str, tag: str) -> str | None:
+    match = re.search(rf"<{tag}>([^<]*)</{tag}>", chunk)
+    return _clean(match.group(1)) if match else None
+
+
+def _xml_by_regex(text: str) -> HostFacts:
+    """What a truncated or broken XML still shows, read tag by tag."""
+    facts = HostFacts()
+    head = text.split("<gpu ", 1)[0]
+    facts.driver.version = _version(
+        _xml_tag(head, "kmd_version") or _xml_tag(head, "driver_version")
+    )
+    facts.driver.cuda_version = _version(
+        _xml_tag(head, "cuda_umd_version") or _xml_tag(head, "cuda_version")
+    )
+    for match in re.finditer(
+        r"<gpu\s+id=\"([^\"]*)\"\s*>(.*?)(?=<gpu\s+id=|</nvidia_smi_log>|$)", text, re.S
+    ):
+        chunk = re.sub(r"<mig_devices>.*?(?:</mig_devices>|$)", "", match.group(2), flags=re.S)
+        memory = re.search(r"<fb_memory_usage>\s*<total>([^<]*)</total>", chunk)
+        mig = re.search(r"<mig_mode>\s*<current_mig>([^<]*)</current_mig>", chunk)
+        cc = _xml_tag(chunk, "compute_cap") or _xml_tag(chunk, "cuda_compute_capability")
+        facts.gpus.append(
+            Gpu(
+                index=_int(_xml_tag(chunk, "minor_number")),
+                name=_xml_tag(chunk, "product_name"),
+                pci_bus_id=_bus_id(_xml_tag(chunk, "pci_bus_id")) or _bus_id(match.group(1)),
+                uuid=_uuid(_xml_tag(chunk, "uuid")),
+                serial=_xml_tag(chunk, "serial"),
+                compute_capability=cc if cc and re.fullmatch(r"\d+\.\d+", cc) else None,
+                memory_total_mib=_mib(memory.group(1)) if memory else None,
+                brand=_xml_tag(chunk, "product_brand"),
+                architecture=normalise_architecture(_xml_tag(chunk, "product_architecture")),
+                mig_mode=_mode(mig.group(1)) if mig else None,
+                persistence_mode=_mode(_xml_tag(chunk, "persistence_mode")),
+            )
+        )
+    return facts
+
+
+@_safe
+def parse_xml(text: str) -> HostFacts:
+    """`nvidia-smi -q -x` (any DTD version); truncated XML is read tag by tag."""
+    body = "\n".join(_lines(text))
+    start = _XML_START.search(body)
+    if start is None:
+        return HostFacts()
+    body = body[start.start() :]
+    end = body.find("</nvidia_smi_log>")
+    if end >= 0:
+        body = body[: end + len("</nvidia_smi_log>")]
+    try:
+        root = ET.fromstring(body)
+    except ET.ParseError:
+        return _xml_by_regex(body)
+    if root.tag != "nvidia_smi_log":
+        return HostFacts()
+    facts = HostFacts()
+    facts.driver.version = _version(
+        _clean(root.findtext("kmd_version")) or root.findtext("driver_version")
+    )
+    facts.driver.cuda_version = _version(
+        _clean(root.findtext("cuda_umd_version")) or root.findtext("cuda_version")
+    )
+    facts.gpus = [_xml_gpu(element) for element in root.findall("gpu")]
+    return facts
+
+
+# --- nvidia-smi -L -------------------------------------------------------------------------------
+
+_LIST_GPU = re.compile(r"(?:^|\s)GPU (\d+): (.+?) \(UUID: (GPU-[0-9A-Fa-f-]+)\)")
+
+
+@_safe
+def parse_list(text: str) -> HostFacts:
+    """`nvidia-smi -L`: one Gpu per "GPU n: NAME (UUID: GPU-...)" line; MIG lines are skipped."""
+    facts = HostFacts()
+    for line in _lines(text):
+        match = _LIST_GPU.search(line)
+        if match is None or line.lstrip().startswith("MIG"):
+            continue
+        facts.gpus.append(
+            Gpu(index=int(match.group(1)), name=match.group(2).strip(), uuid=match.group(3))
+        )
+    return facts
+
+
+# --- nvidia-smi --version ------------------------------------------------------------------------
+
+_VERSION_LINE = re.compile(
+    r"^\s*(NVIDIA-SMI|NVML|DRIVER|KMD|CUDA UMD|CUDA) version\s*:\s*(.*)$", re.I | re.M
+)
+
+
+@_safe
+def parse_version(text: str) -> HostFacts:
+    """`nvidia-smi --version`: driver (or KMD), CUDA (or CUDA UMD) and NVML versions."""
+    facts = HostFacts()
+    seen: dict[str, str] = {}
+    for match in _VERSION_LINE.finditer("\n".join(_lines(text))):
+        key = match.group(1).upper()
+        value = _version(match.group(2)) if "deprecated" not in match.group(2).lower() else None
+        if value is not None and key not in seen:
+            seen[key] = value
+    facts.driver.version = seen.get("KMD") or seen.get("DRIVER")
+    facts.driver.cuda_version = seen.get("CUDA UMD") or seen.get("CUDA")
+    facts.driver.nvml_library_version = seen.get("NVML")
+    return facts
+
+
+# --- failure texts -------------------------------------------------------------------------------
+
+SMI_NO_DRIVER = "couldn't communicate with the NVIDIA driver"
+SMI_NO_DEVICES = "No devices were found"
+_NVML_INIT = re.compile(r"Failed to initialize NVML:[ \t]*([^\n\t\"]+)")
+_NVML_LIBRARY = re.compile(r"NVML library version:\s*(\d+(?:\.\d+)+)")
+_NO_HANDLE = re.compile(
+    r"Unable to determine the device handle for (?:GPU|gpu)\s*\S+?:?\s+([^\n]+)"
+)
+_SMI_MISMATCH = "Mismatch in versions between nvidia-smi and NVML"
+
+
+@_safe
+def parse_errors(text: str) -> HostFacts:
+    """The texts nvidia-smi prints when it cannot reach the driver or NVML."""
+    facts = HostFacts()
+    body = "\n".join(_lines(text))
+    if "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver" in body:
+        facts.driver.smi_error = SMI_NO_DRIVER
+    elif re.search(r"^\s*No devices were found\s*$", body, re.M):
+        facts.driver.smi_error = SMI_NO_DEVICES
+    elif _SMI_MISMATCH in body:
+        facts.driver.smi_error = _SMI_MISMATCH
+    else:
+        handle = _NO_HANDLE.search(body)
+        if handle is not None:
+            reason = handle.group(1).strip().split("  ")[0].rstrip(".")
+            facts.driver.smi_error = f"Unable to determine the device handle: {reason}"
+    nvml = _NVML_INIT.search(body)
+    if nvml is not None:
+        facts.driver.nvml_error = nvml.group(1).strip().rstrip(".") or None
+    library = _NVML_LIBRARY.search(body)
+    if library is not None:
+        facts.driver.nvml_library_version = library.group(1)
+    return facts
+
+
+# --- detection -----------------------------------------------------------------------------------
+
+
+def _detect_table(text: str) -> bool:
+    return bool(_TABLE_TITLE.search(text))
+
+
+_PROSE_VERSIONS = re.compile(
+    r"(?:Driver|KMD) Version:\s*(?P<driver>\d{3}\.\d+(?:\.\d+)?)\s+"
+    r"CUDA(?: UMD)? Version:\s*(?P<cuda>\d+\.\d+)"
+)
+
+
+@_safe
+def parse_version_line(text: str) -> HostFacts:
+    """ "Driver Version: 525.105.17   CUDA Version: 12.0" quoted in prose, without the table."""
+    facts = HostFacts()
+    match = _PROSE_VERSIONS.search(text)
+    if match is not None:
+        facts.driver.version = match.group("driver")
+        facts.driver.cuda_version = match.group("cuda")
+    return facts
+
+
+def _detect_version_line(text: str) -> bool:
+    return not _detect_table(text) and _PROSE_VERSIONS.search(text) is not None
+
+
+def _detect_csv(text: str) -> bool:
+    if _QUERY_GPU.search(text):
+        return True
+    return any(_csv_header(line.strip()) is not None for line in _lines(text) if "," in line)
+
+
+def _detect_query_text(text: str) -> bool:
+    return "NVSMI LOG" in text or bool(
+        re.search(r"^\s*Product Name\s+:", text, re.M) and re.search(r"^GPU [0-9A-F]", text, re.M)
+    )
+
+
+def _detect_xml(text: str) -> bool:
+    return "<nvidia_smi_log" in text
+
+
+def _detect_list(text: str) -> bool:
+    return bool(_LIST_GPU.search(text))
+
+
+def _detect_version(text: str) -> bool:
+    return bool(re.search(r"^\s*NVIDIA-SMI version\s*:", text, re.I | re.M))
+
+
+def _detect_errors(text: str) -> bool:
+    return any(
+        marker in text
+        for marker in (
+            "NVIDIA-SMI has failed",
+            "Failed to initialize NVML",
+            "NVML library version:",
+            SMI_NO_DEVICES,
+            _SMI_MISMATCH,
+            "Unable to determine the device handle",
+        )
+    )
+
+
+FORMATS: list[Format] = [
+    Format("nvidia-smi table", _detect_table, parse_table),
+    Format("nvidia-smi --query-gpu CSV", _detect_csv, parse_query_csv),
+    Format("nvidia-smi -q", _detect_query_text, parse_query_text),
+    Format("nvidia-smi -q -x", _detect_xml, parse_xml),
+    Format("nvidia-smi -L", _detect_list, parse_list),
+    Format("nvidia-smi --version", _detect_version, parse_version),
+    Format("nvidia-smi errors", _detect_errors, parse_errors),
+    Format("driver and CUDA version line", _detect_version_line, parse_version_line),
+]
+
+
+# --- the probe -----------------------------------------------------------------------------------
+
+_MARKER = "=== gpuprov:{} ==="
+_MARKER_LINE = re.compile(r"^=== gpuprov:([\w-]+) ===\s*$", re.M)
+_Q_KEEP = (
+    "^(Driver Version|CUDA Version|KMD Version|CUDA UMD Version|GPU [0-9A-Fa-f]"
+    "|    Product (Name|Brand|Architecture)|    GPU UUID)"
+)
+
+PROBE_COMMAND = "; ".join(
+    [
+        f"echo '{_MARKER.format('query-gpu')}'",
+        f"nvidia-smi --query-gpu={','.join(PROBE_FIELDS)} --format=csv 2>&1"
+        f" || nvidia-smi --query-gpu={','.join(PROBE_FIELDS_OLD)} --format=csv 2>&1",
+        f"echo '{_MARKER.format('query')}'",
+        f"nvidia-smi -q 2>&1 | grep -E '{_Q_KEEP}|NVIDIA-SMI|NVML|No devices'",
+    ]
+)
+
+
+def _sections(text: str) -> list[tuple[str, str]]:
+    """(name, body) for each marker-delimited section; unmarked text is one section named ""."""
+    marks = list(_MARKER_LINE.finditer(text))
+    if not marks:
+        return [("", text)]
+    out = [("", text[: marks[0].start()])] if text[: marks[0].start()].strip() else []
+    for i, mark in enumerate(marks):
+        end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
+        out.append((mark.group(1), text[mark.end() : end]))
+    return out
+
+
+@_safe
+def parse_probe(text: str) -> HostFacts:
+    """The probe's output: the CSV section, then the filtered -q section, merged."""
+    facts = HostFacts()
+    for name, body in _sections(text):
+        parsers: list[Callable[[str], HostFacts]]
+        if name == "query-gpu":
+            parsers = [parse_query_csv, parse_errors]
+        elif name == "query":
+            parsers = [parse_query_text, parse_errors]
+        else:
+            parsers = [fmt.parse for fmt in FORMATS if fmt.detect(body)]
+        for parse in parsers:
+            facts = merge(facts, parse(body))
+    return facts
+
+
+PROBES: list[Probe] = [
+    Probe(
+        name="nvidia-smi",
+        command=PROBE_COMMAND,
+        parse=parse_probe,
+        requires="nvidia-smi",
+        timeout=30.0,
+        local=nvml.read,
+    )
+]

@@ -1,0 +1,293 @@
+"""Scan a log stream for known failure signatures, in constant memory.
+
+A handful of literal anchors pick the candidate lines (GNU grep -F when the machine has it, else
+bytes.find over large chunks), and only those are decoded, cleaned of colour codes, quote marks and
+"(VllmWorker rank=0 pid=123) ERROR 06-05 ..." prefixes, and matched against the signatures' full
+patterns. Lines that carry facts (an nvidia-smi header, device lines, collect_env) are kept in a
+bounded buffer for the fact parsers.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import BinaryIO
+
+from checks import packaged
+
+CHUNK = 16 << 20
+MAX_LINE = 4096
+MAX_FACT_BYTES = 256 << 10
+EVIDENCE = 3
+
+# Every line a signature matches holds one of these (error, ERROR, failed, nvcc fatal, "requires",
+# graph capture, module signing). Few, shared anchors keep the prefilter fast: grep -F slows with
+# every string added, and a loop of bytes.find pays one pass per anchor. The signatures' match
+# fixtures prove the coverage: a signature whose lines lack an anchor cannot match them.
+ANCHORS = (
+    b"rror",
+    b"RROR",
+    b"ailed",
+    b"fatal",
+    b"requires",
+    b"apture",
+    b"Key was rejected",
+    b"Required key",
+)
+# Lines worth handing to the fact parsers: they name drivers, GPUs, versions and images.
+FACT_ANCHORS = (b"NVIDIA", b"ersion", b"apabilit", b"ARCHS", b"docker run")
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_PREFIXES = re.compile(
+    r"^(?:\s*(?:>\s?)+)?"  # quote marks from pasted issues
+    r"(?:\s*\((?:VllmWorker|EngineCore|APIServer|EngineCore_\w*|Worker\w*|RayWorker\w*)[^)]*\)\s*)?"
+    r"(?:\s*(?:ERROR|WARNING|INFO|DEBUG|CRITICAL)\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?"
+    r"(?:\s+\[[^\]]*\])?\s*)?"
+)
+_TIMESTAMP = re.compile(
+    r"^\s*(?:\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?\s+)"
+)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A more specific reading of a signature, used when its facts are known and `when` holds."""
+
+    needs: tuple[str, ...]
+    message: str
+    fix: str | None = None
+    when: str | None = None
+    rule: str | None = None
+
+
+@dataclass(frozen=True)
+class Signature:
+    """A known failure text, the rule it is evidence for, and how specific it is."""
+
+    id: str
+    rule: str
+    pattern: re.Pattern[str]
+    specificity: int
+    message: str
+    fix: str
+    context: re.Pattern[str] | None = None
+    window: int = 0
+    variants: tuple[Variant, ...] = ()
+
+
+@dataclass
+class Hit:
+    """Every place one signature matched: the first few as evidence, and the count."""
+
+    signature: Signature
+    evidence: list[tuple[int, str]] = field(default_factory=list)
+    count: int = 0
+    groups: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Scan:
+    """What a scan found: hits by signature id, fact lines, and how much was read."""
+
+    hits: dict[str, Hit] = field(default_factory=dict)
+    fact_text: list[str] = field(default_factory=list)
+    lines: int | None = None
+    bytes: int | None = None
+
+
+@functools.cache
+def signatures() -> tuple[Signature, ...]:
+    """Every signature in checks/logs/signatures/*.toml."""
+    out = []
+    for _area, content in packaged.toml_folder("checks.logs", "signatures"):
+        for raw in content["signature"]:
+            out.append(
+                Signature(
+                    id=raw["id"],
+                    rule=raw["rule"],
+                    pattern=re.compile(raw["pattern"]),
+                    specificity=raw["specificity"],
+                    message=raw["message"],
+                    fix=raw["fix"],
+                    context=re.compile(raw["context"]) if "context" in raw else None,
+                    window=raw.get("window", 0),
+                    variants=tuple(
+                        Variant(
+                            needs=tuple(v.get("needs", ())),
+                            message=v["message"],
+                            fix=v.get("fix"),
+                            when=v.get("when"),
+                            rule=v.get("rule"),
+                        )
+                        for v in raw.get("variant", ())
+                    ),
+                )
+            )
+    return tuple(out)
+
+
+def clean(line: str) -> str:
+    """A log line without colour codes, quote marks, timestamps and worker/level prefixes."""
+    line = _ANSI.sub("", line).rstrip("\r\n")
+    line = _TIMESTAMP.sub("", line)
+    return _PREFIXES.sub("", line, count=1).strip("` \t")
+
+
+def _candidates(chunk: bytes, anchors: tuple[bytes, ...]) -> list[int]:
+    """Start offsets of the lines in `chunk` that contain any anchor, in order."""
+    starts = set()
+    for anchor in anchors:
+        i = chunk.find(anchor)
+        while i != -1:
+            start = chunk.rfind(b"\n", 0, i) + 1
+            starts.add(start)
+            end = chunk.find(b"\n", i)
+            i = chunk.find(anchor, end if end != -1 else len(chunk))
+    return sorted(starts)
+
+
+def chunks(stream: BinaryIO, size: int | None = None) -> Iterator[bytes]:
+    """Whole lines from `stream`, about `size` bytes at a time.
+
+    A line longer than `size` keeps its first `size` bytes (only MAX_LINE are matched) and the
+    rest is skipped up to its newline, so it still counts as one line.
+    """
+    size = size or CHUNK
+    tail = b""
+    skipping = False
+    while True:
+        block = stream.read(size)
+        if not block:
+            if tail:
+                yield tail
+            return
+        if skipping:
+            newline = block.find(b"\n")
+            if newline == -1:
+                continue
+            block, skipping = block[newline + 1 :], False
+        data = tail + block
+        cut = data.rfind(b"\n") + 1
+        if cut == 0:
+            if len(data) < size:
+                tail = data
+                continue
+            yield data[:size] + b"\n"
+            tail, skipping = b"", True
+            continue
+        yield data[:cut]
+        tail = data[cut:]
+
+
+def _python_candidates(
+    stream: BinaryIO, anchors: tuple[bytes, ...], out: Scan
+) -> Iterator[tuple[int, bytes]]:
+    """(line number, raw line) of every line holding an anchor, found with bytes.find per chunk."""
+    lines = size = 0
+    for chunk in chunks(stream):
+        counted, line_no = 0, lines
+        for start in _candidates(chunk, anchors):
+            line_no += chunk.count(b"\n", counted, start)
+            counted = start
+            end = chunk.find(b"\n", start)
+            yield line_no + 1, chunk[start : end if end != -1 else len(chunk)][:MAX_LINE]
+        lines += chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
+        size += len(chunk)
+    out.lines, out.bytes = lines, size
+
+
+@functools.cache
+def _grep() -> str | None:
+    """GNU grep, whose multi-string search prefilters far faster than a loop of bytes.find."""
+    path = shutil.which("grep")
+    if path is None:
+        return None
+    try:
+        version = subprocess.run([path, "--version"], capture_output=True, timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return path if b"GNU grep" in version.stdout else None
+
+
+def _grep_candidates(
+    grep: str, stream: BinaryIO, anchors: tuple[bytes, ...], out: Scan
+) -> Iterator[tuple[int, bytes]]:
+    """The same candidates through `grep -F -n -a`, reading the stream's file descriptor."""
+    argv = [grep, "-F", "-n", "-a"]
+    for anchor in anchors:
+        argv += ["-e", anchor.decode()]
+    env = {**os.environ, "LC_ALL": "C"}
+    with subprocess.Popen(argv, stdin=stream, stdout=subprocess.PIPE, env=env) as proc:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            number, _, line = raw.partition(b":")
+            yield int(number), line.rstrip(b"\n")[:MAX_LINE]
+    if proc.returncode not in (0, 1):
+        raise OSError(f"grep exited {proc.returncode}")
+
+
+def _has_fd(stream: BinaryIO) -> bool:
+    try:
+        stream.fileno()
+    except (OSError, ValueError, AttributeError):
+        return False
+    return True
+
+
+def scan(
+    stream: BinaryIO, sigs: tuple[Signature, ...] | None = None, use_grep: bool = True
+) -> Scan:
+    """Scan a binary stream; returns the hits and the fact lines it kept.
+
+    With GNU grep on the machine and a stream that has a file descriptor, grep finds the
+    candidate lines; otherwise bytes.find does. Both give the same hits and line numbers; grep's
+    path does not count the lines and bytes it skipped (`lines` and `bytes` stay None).
+    """
+    sigs = signatures() if sigs is None else sigs
+    anchors = ANCHORS + FACT_ANCHORS
+    result = Scan()
+    grep = _grep() if use_grep and _has_fd(stream) else None
+    if grep is not None:
+        candidates = _grep_candidates(grep, stream, anchors, result)
+    else:
+        candidates = _python_candidates(stream, anchors, result)
+    recent: list[tuple[int, str]] = []  # candidate lines, for signatures that need context
+    fact_bytes = 0
+    window = max((s.window for s in sigs), default=0)
+    for number, raw in candidates:
+        text = clean(raw.decode("utf-8", errors="replace"))
+        if fact_bytes < MAX_FACT_BYTES and any(a in raw for a in FACT_ANCHORS):
+            result.fact_text.append(text)
+            fact_bytes += len(text)
+        _match(text, number, sigs, recent, result)
+        if window:
+            recent.append((number, text))
+            recent = [(n, t) for n, t in recent if number - n <= window]
+    return result
+
+
+def _match(
+    text: str, number: int, sigs: tuple[Signature, ...], recent: list[tuple[int, str]], out: Scan
+) -> None:
+    for sig in sigs:
+        found = sig.pattern.search(text)
+        if found is None:
+            continue
+        if (
+            sig.context is not None
+            and not any(sig.context.search(t) for n, t in recent if number - n <= sig.window)
+            and not sig.context.search(text)
+        ):
+            continue
+        hit = out.hits.setdefault(sig.id, Hit(sig))
+        hit.count += 1
+        if len(hit.evidence) < EVIDENCE:
+            hit.evidence.append((number, text[:300]))
+        for key, value in found.groupdict().items():
+            if value is not None:
+                hit.groups.setdefault(key, value)

@@ -1,0 +1,612 @@
+"""The evaluators rules name in `check`: pure functions from facts and a rule's params to matches.
+
+Each yields one dict per thing that triggers the rule; its values fill the rule's message and fix.
+An evaluator that lacks a fact it needs yields nothing: unknown never becomes a finding here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from packaging.version import Version
+
+from checks import coverage, versions
+from checks.facts.model import CompatLibrary, Gpu, HostFacts, VllmService
+from checks.matrix import registry, require_cuda
+
+Match = dict[str, str]
+Evaluator = Callable[[HostFacts, Mapping[str, Any]], Iterator[Match]]
+EVALUATORS: dict[str, Evaluator] = {}
+
+
+def evaluator(func: Evaluator) -> Evaluator:
+    EVALUATORS[func.__name__] = func
+    return func
+
+
+def host_driver(facts: HostFacts) -> tuple[str, Version] | None:
+    """The host driver version: userspace first, else the loaded kernel module."""
+    for text in (facts.driver.version, facts.driver.kernel_module_version):
+        version = versions.driver(text)
+        if text and version is not None:
+            return text, version
+    return None
+
+
+def host_driver_cuda(facts: HostFacts) -> Version | None:
+    """The CUDA the driver supports: as it reports it, else from the release table."""
+    reported = versions.release(facts.driver.cuda_version)
+    if reported is not None:
+        return reported
+    driver = host_driver(facts)
+    return registry.driver_cuda(driver[1]) if driver else None
+
+
+def gpu_label(gpu: Gpu) -> str:
+    name = gpu.name or "unknown GPU"
+    return f"GPU {gpu.index} ({name})" if gpu.index is not None else name
+
+
+def gpus_with_cc(facts: HostFacts) -> Iterator[tuple[Gpu, tuple[int, int]]]:
+    for gpu in facts.gpus:
+        cc = coverage.cc_tuple(gpu.compute_capability)
+        if cc is not None:
+            yield gpu, cc
+
+
+def cuda_users(facts: HostFacts) -> Iterator[tuple[str, Version]]:
+    """Everything on the host built with (or building with) a CUDA version, and that version."""
+    for toolkit in facts.toolkits:
+        cuda = versions.release(toolkit.release or toolkit.version)
+        if cuda is not None:
+            yield f"CUDA toolkit {toolkit.path or toolkit.release}", cuda
+    for package in facts.python:
+        cuda = versions.release(package.cuda_version)
+        if cuda is not None:
+            yield f"{package.name} {package.version}", cuda
+    for build in facts.llamacpp:
+        cuda = versions.release(build.cuda_compiler_version)
+        if cuda is not None:
+            yield f"llama.cpp build {build.path or build.version}", cuda
+
+
+@evaluator
+def driver_below_cuda(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
+    driver = host_driver(facts)
+    if driver is None:
+        return
+    text, version = driver
+    for subject, cuda in cuda_users(facts):
+        family = registry.family_minimum(cuda)
+        release = registry.release_minimum(cuda) or family
+        if family is None or release is None:
+            continue
+        below_family = version < family
+        below_release = version < release
+        if (params["mode"] == "family" and below_family) or (
+            params["mode"] == "release" and below_release and not below_family
+        ):
+            yield {
+                "subject": subject,
+                "driver": text,
+                "cuda": str(cuda.major),
+                "release": f"{cuda.major}.{cuda.minor}",
+                "minimum": str(family),
+                "release_minimum": str(release),
+            }
+
+
+@evaluator
+def nvml_mismatch(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
+    drv = facts.driver
+    module = drv.kernel_module_version
+    userspace = drv.version or drv.nvml_library_version
+    if drv.nvml_error and "mismatch" in drv.nvml_error.lower():
+        yield {
+            "subject": "NVML",
+            "module": module or "unknown version",
+            "userspace": userspace or "unknown version",
+            "detail": f"NVML says {drv.nvml_error!r}",
+        }
+        return
+    module_v, user_v = versions.driver(module), versions.driver(drv.version)
+    if module_v is not None and user_v is not None and module_v != user_v:
+        yield {
+            "subject": "NVIDIA driver",
+            "module": str(module),
+            "userspace": str(drv.version),
+            "detail": "a driver upgrade has not been loaded yet",
+        }
+
+
+@evaluator
+def driver_below_gpu(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
+    driver = host_driver(facts)
+    if driver is None:
+        return
+    for gpu, _ in gpus_with_cc(facts):
+        info = registry.arch_info(gpu.compute_capability or "")
+        if info is None:
+            continue
+        first = Version(info["first_cuda"])
+        minimum = registry.cuda_minimum_driver(first)
+        if minimum is not None and driver[1] < minimum:
+            yield {
+                "subject": gpu_label(gpu),
+                "cc": gpu.compute_capability or "",
+                "first_cuda": info["first_cuda"],
+                "minimum": str(minimum),
+                "branch": str(minimum.major),
+                "driver": driver[0],
+            }
+
+
+@evaluator
+def driver_above_legacy_branch(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
+    driver = host_driver(facts)
+    limit = coverage.cc_tuple(params["below_cc"])
+    if driver is None or limit is None or driver[1].major <= params["last_branch"]:
+        return
+    for gpu, cc in gpus_with_cc(facts):
+        if cc < limit:
+            yield {
+                "subject": gpu_label(gpu),
+                "architecture": gpu.architecture or "legacy",
+                "cc": gpu.compute_capability or "",
+                "last_branch": str(params["last_branch"]),
+                "driver": driver[0],
+            }
+
+
+@evaluator
+def secure_boot_unsigned(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
+    if facts.system.secure_boot is not True:
+        return
+    mods = facts.modules
+    unsigned = mods.nvidia_version is not None and not mods.nvidia_signer
+    not_loaded = mods.loaded is not None and "nvidia" not in mods.loaded
+    if unsigned and (not_loaded or facts.driver.smi_error):
+        yield {"subject": "nvidia module", "detail": "is unsigned and not loaded"}
+    elif not_loaded and facts.driver.smi_error:
+        yield {"subject": "nvidia module", "detail": "is not loaded and nvidia-smi cannot reach it"}
+
+
+@evaluator
+def module_loaded(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
+    if facts.modules.loaded and params["module"] in facts.modules.loaded:
+        yield {"subject": params["module"]}
+
+
+@evaluator
+def open_modules_required(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
+    flavour = facts.driver.kernel_module_flavour
+    license_ = facts.modules.nvidia_license
+    if flavour == "proprietary":
+        detail = "the loaded module is the proprietary flavour"
+    elif flavour is None and license_ == "NVIDIA":
+        detail = "modinfo reports license NVIDIA"
+    else:
+        return
+    for gpu, cc in gpus_with_cc(facts):
+        if cc[0] in params["majors"]:
+            yield {"subject": gpu_label(gpu), "cc": gpu.compute_capability or "", "detail": detail}
+
+
+@evaluator
+def no_gpu(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
+    if facts.gpus:
+        return
+    reasons = [
+        f"{probe.name}: {probe.detail or probe.status}"
+        for probe in facts.probes
+        if probe.name in ("nvml", "nvidia-smi") and probe.status != "ok"
+    ]
+    if facts.driver.smi_error:
+        reasons.append(f"nvidia-smi: {facts.driver.smi_error}")
+    if not reasons and any(p.name in ("nvml", "nvidia-smi") for p in facts.probes):
+        reasons.append("the driver lists no devices")
+    if reasons or facts.driver.smi_error:
+        yield {"subject": "host", "detail": "; ".join(reasons)}
+
+
+def _require_cuda(text: str | None) -> Version | None:
+    match = re.search(r"cuda\s*>=\s*([\d.]+)", text or "")
+    return versions.cuda(match.group(1)) if match else None
+
+
+def requirement_met(require: str, facts: HostFacts) -> bool | None:
+    """Whether the NVIDIA Container Toolkit accepts NVIDIA_REQUIRE_CUDA `require` on this host;
+    None when the driver, its CUDA or the GPUs are unknown."""
+    driver = host_driver(facts)
+    driver_cuda = host_driver_cuda(facts)
+    if driver is None or driver_cuda is None:
+        return None
+    return require_cuda.accepts(require, driver[1], driver_cuda, facts.gpus)
+
+
+@evaluator
+def image_requires_cuda(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
+    driver = host_driver(facts)
+    driver_cuda = host_driver_cuda(facts)
+    if driver is None or driver_cuda is None or not facts.containers.images:
+        return
+    for image in facts.containers.images:
+        required = _require_cuda(image.require_cuda)
+        if image.require_cuda and requirement_met(image.require_cuda, facts) is True:
+            continue  # a brand/driver alternative admits this host, as the toolkit reads it
+        if required is not None and required > driver_cuda:
+            minimum = registry.cuda_minimum_driver(required)
+            yield {
+                "subject": f"image {image.ref}",
+                "require": f"cuda>={required}",
+                "driver": driver[0],
+                "driver_cuda": str(driver_cuda),
+                "minimum": str(minimum) if minimum else f"a driver for CUDA {required}",
+            }
+
+
+def _active_compat(facts: HostFacts) -> Iterator[tuple[str, Version]]:
+    """Compat libcuda that will be used: on the host's library path, or inside images."""
+    for lib in facts.compat:
+        version = versions.driver(lib.driver_version)
+        if lib.on_library_path and version is not None:
+            yield _compat_label(lib), version
+    for image in facts.containers.images:
+        version = versions.driver(image.compat_driver_version)
+        if version is not None:
+            yield f"image {image.ref} compat libraries", version
+
+
+def _compat_label(lib: CompatLibrary) -> str:
+    return f"compat library {lib.path or lib.package}"
+
+
+@evaluator
+def forward_compat_unsupported(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
+    driver = host_driver(facts)
+    if driver is None:
+        return
+    gpus = [g for g in facts.gpus if g.brand_class in params["classes"]]
+    if not gpus:
+        return
+    for label, compat in _active_compat(facts):
+        if compat > driver[1]:
+            driver_cuda = host_driver_cuda(facts)
+            yield {
+                "subject": label,
+                "compat": label,
+                "compat_driver": str(compat),
+                "driver": driver[0],
+                "driver_cuda": str(driver_cuda) if driver_cuda else "the driver's",
+                "gpu": gpu_label(gpus[0]),
+                "brand_class": gpus[0].brand_class or "",
+            }
+
+
+@evaluator
+def compat_older_than_driver(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
+    driver = host_driver(facts)
+    if driver is None:
+        return
+    for label, compat in _active_compat(facts):
+        if compat < driver[1]:
+            yield {
+                "subject": label,
+                "compat": label,
+                "compat_driver": str(compat),
+                "driver": driver[0],
+            }
+
+
+def _has_nvidia(facts: HostFacts) -> bool:
+    return bool(facts.gpus) or facts.driver.version is not None
+
+
+@evaluator
+def container_toolkit_missing(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
+    ctr = facts.containers
+    docker = ctr.docker
+    if docker is None or not _has_nvidia(facts) or ctr.toolkit_version or ctr.runtime_hook:
+        return
+    if docker.cdi_devices or (docker.runtimes and "nvidia" in docker.runtimes):
+        return
+    known_absent = ctr.runtime_hook is False or docker.runtimes is not None
+    if known_absent:
+        version = docker.server_version or docker.client_version or ""
+        detail = "no nvidia-container-runtime-hook, no nvidia runtime, no CDI devices"
+        yield {"subject": "docker", "docker": version, "detail": detail}
+
+
+@evaluator
+def docker_runtime_not_configured(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
+    ctr = facts.containers
+    docker = ctr.docker
+    if docker is None or docker.runtimes is None or "nvidia" in docker.runtimes:
+        return
+    if ctr.toolkit_version or ctr.runtime_hook:
+        yield {
+            "subject": "docker",
+            "toolkit": ctr.toolkit_version or "",
+            "runtimes": ", ".join(docker.runtimes) or "none",
+        }
+
+
+def _torch_targets(
+    version: str, cuda: Version, archs: list[str] | None
+) -> list[coverage.Target] | None:
+    if archs:
+        return coverage.from_names(archs)
+    found = registry.torch_targets(version, cuda)
+    return coverage.from_versions(*found) if found else None
+
+
+def _torch_remedy(cc: tuple[int, int], driver_cuda: Version | None) -> str:
+    wheel = registry.torch_wheel_for([cc], driver_cuda)
+    if wheel is None:
+        return "no published wheel runs on this driver: upgrade the driver first"
+    url = registry.torch_index_url(wheel)
+    return f"torch{wheel['torch']} from {url} (pip install torch --index-url {url})"
+
+
+@evaluator
+def torch_arch_coverage(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
+    for package in facts.python:
+        cuda = versions.release(package.cuda_version) or versions.torch_cuda(package.version)
+        if package.name != "torch" or package.version is None or cuda is None:
+            continue
+        targets = _torch_targets(package.version, cuda, package.cuda_archs)
+        if not targets:
+            continue
+        for gpu, cc in gpus_with_cc(facts):
+            if coverage.covers(targets, cc):
+                continue
+            newer = cc > max((t.major, t.minor) for t in targets)
+            if newer != (params["direction"] == "newer"):
+                continue
+            yield {
+                "subject": f"torch {package.version}",
+                "torch": package.version,
+                "archs": coverage.describe(targets),
+                "gpu": gpu_label(gpu),
+                "cc": gpu.compute_capability or "",
+                "sm": f"{cc[0]}{cc[1]}",
+                "remedy": _torch_remedy(cc, host_driver_cuda(facts)),
+            }
+
+
+def _cmake_for(cc: str) -> str:
+    info = registry.arch_info(cc)
+    return info["cmake"] if info else cc.replace(".", "")
+
+
+@evaluator
+def llamacpp_arch_coverage(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
+    for build in facts.llamacpp:
+        targets = coverage.from_system_info(build.cuda_archs) or coverage.from_cmake(
+            build.cmake_cuda_architectures
+        )
+        if not targets or build.cuda is False:
+            continue
+        for gpu, cc in gpus_with_cc(facts):
+            if not coverage.covers(targets, cc):
+                yield {
+                    "subject": build.path or f"version {build.version or 'unknown'}",
+                    "archs": coverage.describe(targets),
+                    "gpu": gpu_label(gpu),
+                    "cc": gpu.compute_capability or "",
+                    "cmake": _cmake_for(gpu.compute_capability or ""),
+                }
+
+
+@evaluator
+def nvcc_known_bad(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
+    gpus = [g for g in facts.gpus if g.compute_capability == params["compute_capability"]]
+    if not gpus:
+        return
+    releases = {Version(r) for r in params["releases"]}
+    good = {Version(u) for u in params.get("good_updates", [])}
+    # (what, the best version known, whether that version is the toolkit update itself)
+    subjects: list[tuple[str, str | None, bool]] = [
+        (f"CUDA toolkit {t.path or t.release}", t.update or t.version or t.release, bool(t.update))
+        for t in facts.toolkits
+    ]
+    subjects += [
+        (f"llama.cpp build {b.path or b.version}", b.cuda_compiler_version, False)
+        for b in facts.llamacpp
+    ]
+    for subject, nvcc, is_update in subjects:
+        release = versions.release(nvcc)
+        if release is None or release not in releases:
+            continue
+        full = versions.cuda(nvcc)
+        if is_update and full in good:
+            continue
+        unsure = bool(good) and not is_update
+        yield {
+            "subject": subject,
+            "nvcc": str(nvcc),
+            "gpu": gpu_label(gpus[0]),
+            "update_note": (
+                " (nvcc's banner does not tell the update: 13.2.2 is fixed; the toolkit's"
+                " version.json says which)"
+                if unsure
+                else ""
+            ),
+        }
+
+
+@evaluator
+def cmake_arch_without_suffix(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
+    for build in facts.llamacpp:
+        value = build.cmake_cuda_architectures
+        if not value:
+            continue
+        entries = [e for e in re.split(r"[;,\s]+", value) if e]
+        plain = [e for e in entries if e.split("-")[0] in params["archs"]]
+        if plain:
+            suggested = ";".join(e.split("-")[0] + "a" if e in plain else e for e in entries)
+            yield {
+                "subject": f"llama.cpp build {build.path or build.version}",
+                "cmake": value,
+                "plain": ", ".join(plain),
+                "suggested": f"-DCMAKE_CUDA_ARCHITECTURES={suggested}",
+            }
+
+
+@evaluator
+def blackwell_without_fp4(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
+    blackwell = [g for g, cc in gpus_with_cc(facts) if cc[0] == 12]
+    if not blackwell:
+        return
+    for build in facts.llamacpp:
+        archs = build.cuda_archs or []
+        if any(a.startswith("12") for a in archs) and build.blackwell_native_fp4 is False:
+            yield {
+                "subject": f"llama.cpp build {build.path or build.version}",
+                "archs": ", ".join(archs),
+                "gpu": gpu_label(blackwell[0]),
+            }
+
+
+@evaluator
+def compression_old_driver(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
+    driver = host_driver(facts)
+    min_driver = versions.driver(params["min_driver"] + ".0")
+    from_cuda = Version(params["from_cuda"])
+    if driver is None or min_driver is None or driver[1] >= min_driver:
+        return
+    candidates: list[tuple[str, str | None, str | None]] = [
+        (f"llama.cpp build {b.path or b.version}", b.cuda_compiler_version, b.compression_mode)
+        for b in facts.llamacpp
+    ]
+    candidates += [(f"CUDA toolkit {t.path or t.release}", t.release, None) for t in facts.toolkits]
+    for subject, cuda_text, mode in candidates:
+        cuda = versions.release(cuda_text)
+        if cuda is None or cuda < from_cuda or (mode or "size").lower() == "none":
+            continue
+        yield {
+            "subject": subject,
+            "cuda": str(cuda),
+            "mode": mode or "size",
+            "driver": driver[0],
+            "min_driver": params["min_driver"],
+        }
+
+
+def replica_label(service: VllmService) -> str:
+    if service.name:
+        return f"replica {service.name}"
+    return f"vLLM service {service.model}" if service.model else "vLLM service"
+
+
+def _model_trait(service: VllmService, trait: str) -> str:
+    """The model and its trait, hedged when the trait was guessed from the model's name."""
+    model = service.model or "the model"
+    if service.model_guessed:
+        return f"{model}, probably a {trait} model (guessed from its name: no config.json read)"
+    return f"{model}, a {trait} model"
+
+
+def _probably(service: VllmService, sure: bool = True) -> str:
+    return "will" if sure and not service.model_guessed else "will probably"
+
+
+@evaluator
+def vllm_turboquant_hybrid(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
+    fixed, broken = Version(params["fixed"]), Version(params["broken_again"])
+    prefixes = tuple(params["dtype_prefixes"])
+    for service in facts.vllm_services:
+        dtype = service.kv_cache_dtype or ""
+        if not dtype.lower().startswith(prefixes) or service.hybrid is not True:
+            continue
+        version = versions.parse(service.version)
+        if version is not None and fixed <= version < broken:
+            continue
+        if version is None:
+            detail = (
+                "the image names no vLLM release, and releases before "
+                f"{fixed} refuse TurboQuant on hybrid models while {broken} and later fail at "
+                "start-up (vllm#50709)"
+            )
+        elif version < fixed:
+            detail = (
+                f"vLLM {version} has no TurboQuant for hybrid models (it raises "
+                f"NotImplementedError, or predates TurboQuant); hybrid support came in {fixed}"
+            )
+        else:
+            detail = (
+                f"vLLM {version} fails at start-up with \"Unknown TurboQuant cache dtype: 'auto'\" "
+                "on hybrid models (vllm#50709, open)"
+            )
+        yield {
+            "subject": replica_label(service),
+            "will": _probably(service, version is not None),
+            "dtype": dtype,
+            "model": _model_trait(service, "hybrid"),
+            "detail": detail,
+        }
+
+
+def _is_mtp(method: str | None) -> bool:
+    return bool(method) and (method == "mtp" or str(method).endswith("_mtp"))
+
+
+@evaluator
+def vllm_mtp_moe(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
+    for service in facts.vllm_services:
+        if service.moe is True and _is_mtp(service.speculative_method):
+            yield {
+                "subject": replica_label(service),
+                "will": _probably(service),
+                "method": service.speculative_method or "",
+                "model": _model_trait(service, "MoE"),
+            }
+
+
+@evaluator
+def vllm_moe_max_num_seqs(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
+    ceiling = int(params["ceiling"])
+    for service in facts.vllm_services:
+        seqs = service.max_num_seqs
+        if service.moe is not True or (seqs is not None and seqs <= ceiling):
+            continue
+        yield {
+            "subject": replica_label(service),
+            "max_num_seqs": (
+                f"--max-num-seqs {seqs}"
+                if seqs is not None
+                else "no --max-num-seqs (vLLM's default batch is 256 or more)"
+            ),
+            "model": _model_trait(service, "MoE"),
+            "ceiling": str(ceiling),
+        }
+
+
+@evaluator
+def vllm_graph_capture_memory(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
+    threshold = float(params["threshold"])
+    for service in facts.vllm_services:
+        share = service.gpu_memory_utilization
+        graphs_off = (service.cudagraph_mode or "").upper() == "NONE"
+        if share is None or share < threshold or service.enforce_eager is not False or graphs_off:
+            continue
+        yield {
+            "subject": replica_label(service),
+            "utilization": f"{share:g}",
+            "threshold": f"{threshold:g}",
+        }
+
+
+@evaluator
+def vllm_enforce_eager(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
+    for service in facts.vllm_services:
+        if service.enforce_eager is True:
+            yield {"subject": replica_label(service), "model": service.model or "the model"}
+
+
+@evaluator
+def log_only(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
+    """Rules seen only in logs (`gpuprov explain`): no fact proves them in advance."""
+    return iter(())

@@ -1,0 +1,156 @@
+"""The known-bad matrix as data: rules in matrix/rules/*.toml, tables in matrix/tables/*.toml."""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from packaging.version import Version
+
+from checks import coverage, packaged, versions
+
+SEVERITIES = ("error", "warning", "info")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One matrix rule. `check` names the evaluator; `params` are its data."""
+
+    id: str
+    title: str
+    severity: str
+    check: str
+    message: str
+    fix: str
+    why: str
+    citations: tuple[str, ...]
+    symptoms: tuple[str, ...] = ()
+    params: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    area: str = ""
+
+    def docs(self) -> str:
+        """The rule's documentation as Markdown: what, why, what you see, fix, sources."""
+        lines = [f"# {self.id}: {self.title}", "", f"Severity: {self.severity}", "", "## Why"]
+        lines += ["", self.why.strip(), ""]
+        if self.symptoms:
+            lines += ["## What you see", ""] + [f"    {s}" for s in self.symptoms] + [""]
+        fix = re.sub(r"\{(\w+)\}", r"<\1>", self.fix.strip())
+        lines += ["## Fix", "", fix, "", "## Sources", ""]
+        lines += [f"- {c}" for c in self.citations]
+        return "\n".join(lines) + "\n"
+
+
+@functools.cache
+def rules() -> tuple[Rule, ...]:
+    """Every rule, ordered by ID."""
+    out = []
+    for area, content in packaged.toml_folder("checks.matrix", "rules"):
+        for raw in content["rule"]:
+            out.append(
+                Rule(
+                    id=raw["id"],
+                    title=raw["title"],
+                    severity=raw["severity"],
+                    check=raw["check"],
+                    message=raw["message"],
+                    fix=raw["fix"],
+                    why=raw["why"],
+                    citations=tuple(raw["citations"]),
+                    symptoms=tuple(raw.get("symptoms", ())),
+                    params=raw.get("params", {}),
+                    area=area,
+                )
+            )
+    return tuple(sorted(out, key=lambda r: r.id))
+
+
+def rule(rule_id: str) -> Rule | None:
+    """The rule with this ID (case-insensitive), or None."""
+    wanted = rule_id.strip().upper()
+    return next((r for r in rules() if r.id == wanted), None)
+
+
+@functools.cache
+def table(name: str) -> dict[str, Any]:
+    """A data table from checks/matrix/tables/<name>.toml."""
+    return packaged.read_toml("checks.matrix", "tables", f"{name}.toml")
+
+
+def cuda_releases() -> list[tuple[Version, Version]]:
+    """(CUDA release, minimum driver) pairs, oldest first."""
+    pairs = [
+        (Version(cuda), versions.driver(drv)) for cuda, drv in table("cuda")["releases"].items()
+    ]
+    return sorted((c, d) for c, d in pairs if d is not None)
+
+
+def release_minimum(cuda: Version) -> Version | None:
+    """The driver the X.Y release of `cuda` ships with (its GA minimum)."""
+    wanted = Version(f"{cuda.major}.{cuda.minor}")
+    for release, minimum in cuda_releases():
+        if Version(f"{release.major}.{release.minor}") == wanted:
+            return minimum
+    return None
+
+
+def family_minimum(cuda: Version) -> Version | None:
+    """The oldest driver of `cuda`'s major family (minor-version compatibility)."""
+    value = table("cuda")["family_minimum"].get(str(cuda.major))
+    return versions.driver(value) if value else None
+
+
+def driver_cuda(driver: Version) -> Version | None:
+    """The newest CUDA X.Y whose GA driver minimum `driver` meets."""
+    best = None
+    for release, minimum in cuda_releases():
+        if driver >= minimum:
+            best = Version(f"{release.major}.{release.minor}")
+    return best
+
+
+def cuda_minimum_driver(cuda: Version) -> Version | None:
+    """The driver needed for CUDA X.Y, falling back to the family minimum for unknown releases."""
+    return release_minimum(cuda) or family_minimum(cuda)
+
+
+def arch_info(cc: str) -> dict[str, str] | None:
+    """first_cuda / last_cuda / cmake for a compute capability, from archs.toml."""
+    info: dict[str, str] | None = table("archs")["compute_capability"].get(cc)
+    return info
+
+
+def torch_targets(torch_version: str, cuda: Version) -> tuple[list[str], list[str]] | None:
+    """(sass, ptx) compute capabilities of the PyTorch wheel `torch_version` for CUDA X.Y."""
+    from packaging.specifiers import SpecifierSet  # only here: it costs start-up time
+
+    base = versions.parse(torch_version.split("+")[0])
+    if base is None:
+        return None
+    for wheel in table("torch_wheels")["wheel"]:
+        if Version(wheel["cuda"]) == Version(f"{cuda.major}.{cuda.minor}") and base in SpecifierSet(
+            wheel["torch"]
+        ):
+            return list(wheel["sass"]), list(wheel.get("ptx", []))
+    return None
+
+
+def torch_wheel_for(
+    ccs: list[tuple[int, int]], driver_cuda: Version | None
+) -> dict[str, Any] | None:
+    """The newest PyTorch wheel that covers every compute capability and that the driver runs."""
+    newest_first = sorted(
+        table("torch_wheels")["wheel"], key=lambda w: Version(w["cuda"]), reverse=True
+    )
+    for wheel in newest_first:
+        targets = coverage.from_versions(wheel["sass"], wheel.get("ptx", []))
+        if not all(coverage.covers(targets, cc) for cc in ccs):
+            continue
+        if driver_cuda is None or Version(wheel["cuda"]) <= driver_cuda:
+            return dict(wheel)
+    return None
+
+
+def torch_index_url(wheel: dict[str, Any]) -> str:
+    return "https://download.pytorch.org/whl/cu" + str(wheel["cuda"]).replace(".", "")

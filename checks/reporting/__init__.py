@@ -1,0 +1,1 @@
+"""What gpuprov check prints: findings and recommendations, and the JSON schema they follow."""

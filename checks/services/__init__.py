@@ -1,0 +1,1 @@
+"""What a planned service will do, read for the gate: vLLM images and flags, model configs, GGUF."""

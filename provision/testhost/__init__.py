@@ -1,0 +1,1 @@
+"""gpuprov testhost: real systemd hosts in podman, reachable over SSH, for end-to-end tests."""
