@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from checks.facts import parsers
 from checks.facts.model import to_dict
 from tests.conftest import PROBE_CASES, assert_subset, load_case
 
@@ -24,3 +25,19 @@ def test_parser_case(path: Path) -> None:
 
 def test_there_are_cases() -> None:
     assert len(ALL_CASES) >= 10
+
+
+def test_every_parser_module_has_recorded_cases() -> None:
+    """A parser module is found by its folder; it needs real recorded output to land."""
+    names = {m.__name__.rsplit(".", 1)[-1] for m in parsers.modules()}
+    folders = {p.name for p in PROBE_CASES.iterdir() if p.is_dir()}
+    assert names == folders
+    for name in names:
+        assert list((PROBE_CASES / name).glob("*.json")), f"{name}: no recorded case"
+
+
+def test_modules_merge_with_the_driver_report_first() -> None:
+    order = [m.__name__.rsplit(".", 1)[-1] for m in parsers.modules()]
+    assert order[0] == "nvidia_smi"
+    assert {"collect_env", "kernel", "nvcc", "containers"} <= set(order)
+    assert "sections" not in order  # a helper, not a parser module

@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
-import importlib
 import random
 from collections.abc import Callable
 
 import pytest
 
+from checks.facts import parsers
 from checks.facts.model import HostFacts
 from tests.conftest import FIXTURES
 
-MODULES = ["nvcc", "kernel", "system", "containers", "compat", "pystack", "collect_env", "llamacpp"]
+# nvidia_smi has its own garbage cases in test_nvidia_smi.py.
+MODULES = [m for m in parsers.modules() if not m.__name__.endswith(".nvidia_smi")]
 
 
 def _callables() -> list[tuple[str, Callable[[str], object]]]:
     found: list[tuple[str, Callable[[str], object]]] = []
-    for name in MODULES:
-        module = importlib.import_module(f"checks.facts.parsers.{name}")
+    for module in MODULES:
+        name = module.__name__.rsplit(".", 1)[-1]
         for attr in dir(module):
             if attr.startswith(("parse_", "detect_")):
                 found.append((f"{name}.{attr}", getattr(module, attr)))

@@ -6,19 +6,17 @@ detects itself in it parses it; several files merge into one host.
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from checks.facts.gather import PARSER_MODULES
+from checks.facts import parsers
 from checks.facts.model import HostFacts, ProbeResult, from_dict, merge
 from checks.facts.parsers import Format
 
 MAX_BYTES = 64 * 1024 * 1024
-EXTRA_FORMAT_MODULES = ("collect_env",)
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _QUOTE = re.compile(r"^[ \t]*(?:>[ \t]?)+", re.MULTILINE)
 
@@ -34,11 +32,7 @@ class Capture:
 
 
 def formats() -> list[Format]:
-    out: list[Format] = []
-    for name in (*PARSER_MODULES, *EXTRA_FORMAT_MODULES):
-        module = importlib.import_module(f"checks.facts.parsers.{name}")
-        out.extend(getattr(module, "FORMATS", []))
-    return out
+    return [fmt for module in parsers.modules() for fmt in getattr(module, "FORMATS", [])]
 
 
 def clean(text: str) -> str:

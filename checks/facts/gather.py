@@ -2,34 +2,19 @@
 
 from __future__ import annotations
 
-import importlib
 import shutil
 import socket
 import subprocess
 import threading
 
+from checks.facts import parsers
 from checks.facts.model import HostFacts, ProbeResult, merge
 from checks.facts.probe import Probe, ProbeUnavailable
-
-PARSER_MODULES = (
-    "nvidia_smi",
-    "kernel",
-    "system",
-    "nvcc",
-    "compat",
-    "containers",
-    "pystack",
-    "llamacpp",
-)
 
 
 def all_probes() -> list[Probe]:
     """Every probe, in the order their facts merge (earlier ones win on conflicts)."""
-    probes: list[Probe] = []
-    for name in PARSER_MODULES:
-        module = importlib.import_module(f"checks.facts.parsers.{name}")
-        probes.extend(getattr(module, "PROBES", []))
-    return probes
+    return [probe for module in parsers.modules() for probe in getattr(module, "PROBES", [])]
 
 
 def run_probe(probe: Probe) -> tuple[HostFacts, ProbeResult]:

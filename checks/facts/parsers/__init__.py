@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 
 from checks.facts.model import HostFacts
 
@@ -19,3 +22,23 @@ class Format:
     name: str
     detect: Callable[[str], bool]
     parse: Callable[[str], HostFacts]
+
+
+# When two sources disagree on a fact, the earlier one wins: the driver's own report first, then
+# every other parser module in name order.
+AUTHORITATIVE = ("nvidia_smi",)
+
+
+def modules() -> list[ModuleType]:
+    """Every parser module in this folder (one with PROBES or FORMATS), in merge order."""
+    found = []
+    for info in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        if hasattr(module, "PROBES") or hasattr(module, "FORMATS"):
+            found.append(module)
+    rank = {name: i for i, name in enumerate(AUTHORITATIVE)}
+    return sorted(found, key=lambda m: (rank.get(_short(m), len(rank)), _short(m)))
+
+
+def _short(module: ModuleType) -> str:
+    return module.__name__.rsplit(".", 1)[-1]
