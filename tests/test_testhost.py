@@ -14,7 +14,7 @@ from pyinfra.facts.server import Os
 from typer.testing import CliRunner
 
 from checks import packaged
-from provision.testhost import hosts as th
+from provision.testhost import hosts, image, machine, network, podman, state
 from provision.testhost.cli import app
 
 # The e2e fixtures, for this module outside tests/e2e/.
@@ -49,11 +49,11 @@ IP_LINK = """\
 """
 
 
-def host(index: int = 3) -> th.TestHost:
-    return th.TestHost(
+def host(index: int = 3) -> hosts.TestHost:
+    return hosts.TestHost(
         name="web",
         index=index,
-        address=th.address(index),
+        address=network.address(index),
         container="gp-web",
         netns="gp-web",
         ssh_key=Path("/state/id_ed25519"),
@@ -62,31 +62,31 @@ def host(index: int = 3) -> th.TestHost:
 
 
 def test_mirror_from_deb822_sources_is_the_one_serving_bookworm() -> None:
-    assert th.mirror_from_sources([DEB822], []) == "http://mirror.example/debian"
+    assert image.mirror_from_sources([DEB822], []) == "http://mirror.example/debian"
 
 
 def test_mirror_from_sources_list_skips_comments_and_options() -> None:
-    assert th.mirror_from_sources([], [ONE_LINE]) == "http://list.example/debian"
+    assert image.mirror_from_sources([], [ONE_LINE]) == "http://list.example/debian"
 
 
 def test_disabled_stanzas_are_skipped_and_the_fallback_is_deb_debian_org() -> None:
     disabled = DEB822.replace("Components: main\n", "Components: main\nEnabled: no\n", 1)
-    assert th.mirror_from_sources([disabled], ["# nothing\n"]) == th.DEFAULT_MIRROR
-    assert th.DEFAULT_MIRROR == "http://deb.debian.org/debian"
+    assert image.mirror_from_sources([disabled], ["# nothing\n"]) == image.DEFAULT_MIRROR
+    assert image.DEFAULT_MIRROR == "http://deb.debian.org/debian"
 
 
 def test_image_tag_names_the_package_list_and_the_recipe() -> None:
-    tag = th.image_tag()
+    tag = image.image_tag()
     assert len(tag) == 12 and int(tag, 16) >= 0
-    assert th.image_tag() == tag
-    assert th.image_tag(list(reversed(th.PACKAGES))) == tag
-    assert th.image_tag([*th.PACKAGES, "vim"]) != tag
-    assert th.image_tag(recipe=th.RECIPE_VERSION + 1) != tag
-    assert th.image_ref() == f"localhost/gpuprov-testhost:{tag}"
+    assert image.image_tag() == tag
+    assert image.image_tag(list(reversed(image.PACKAGES))) == tag
+    assert image.image_tag([*image.PACKAGES, "vim"]) != tag
+    assert image.image_tag(recipe=image.RECIPE_VERSION + 1) != tag
+    assert image.image_ref() == f"localhost/gpuprov-testhost:{tag}"
 
 
 def test_debootstrap_command() -> None:
-    command = th.debootstrap_command(Path("/b/root"), "http://m/debian", ["systemd", "git"])
+    command = image.debootstrap_command(Path("/b/root"), "http://m/debian", ["systemd", "git"])
     assert command == [
         "debootstrap",
         "--variant=minbase",
@@ -96,11 +96,11 @@ def test_debootstrap_command() -> None:
         "http://m/debian",
     ]
     for package in ("systemd-sysv", "openssh-server", "python3", "ccache", "nginx"):
-        assert package in th.PACKAGES
+        assert package in image.PACKAGES
 
 
 def test_netns_commands_put_eth0_inside_with_the_host_address() -> None:
-    commands = th.netns_commands("web", 3)
+    commands = network.netns_commands("web", 3)
     assert commands[0] == ["ip", "netns", "add", "gp-web"]
     assert [
         "ip",
@@ -123,7 +123,7 @@ def test_netns_commands_put_eth0_inside_with_the_host_address() -> None:
 
 
 def test_run_command_boots_systemd_in_the_namespace_with_our_key() -> None:
-    command = th.run_command(
+    command = podman.run_command(
         "web", "img:1", Path("/s/id_ed25519.pub"), [("/s/ccache", "/var/cache/gpuprov/ccache")]
     )
     assert command[:3] == ["podman", "run", "-d"]
@@ -141,44 +141,44 @@ def test_run_command_boots_systemd_in_the_namespace_with_our_key() -> None:
 
 
 def test_podman_config_carries_the_two_fixes(tmp_path: Path) -> None:
-    conf = packaged.toml(th.containers_conf_text())
+    conf = packaged.toml(state.containers_conf_text())
     assert conf["engine"]["runtime"] == "runc"
     assert conf["containers"]["default_ulimits"] == ["nofile=20000:20000", "nproc=32768:32768"]
-    paths = th.Paths(tmp_path)
-    storage = packaged.toml(th.storage_conf_text(paths))["storage"]
+    paths = state.Paths(tmp_path)
+    storage = packaged.toml(state.storage_conf_text(paths))["storage"]
     assert storage["graphroot"] == str(tmp_path / "storage")
     assert storage["runroot"].startswith("/run/")
-    env = th.podman_env(paths, {"PATH": "/bin"})
+    env = podman.podman_env(paths, {"PATH": "/bin"})
     assert env["CONTAINERS_CONF"] == str(tmp_path / "containers.conf")
     assert env["CONTAINERS_STORAGE_CONF"] == str(tmp_path / "storage.conf")
 
 
 def test_indexes() -> None:
-    assert th.veth_indexes(IP_LINK) == {1, 17}
-    assert th.pick_index({1, 2, 4}) == 3
-    with pytest.raises(th.TestHostError, match="slots"):
-        th.pick_index(range(1, th.MAX_INDEX + 1))
+    assert network.veth_indexes(IP_LINK) == {1, 17}
+    assert network.pick_index({1, 2, 4}) == 3
+    with pytest.raises(machine.TestHostError, match="slots"):
+        network.pick_index(range(1, network.MAX_INDEX + 1))
 
 
 def test_names_and_volumes_are_checked() -> None:
-    assert th.check_name("e2e-1") == "e2e-1"
+    assert hosts.check_name("e2e-1") == "e2e-1"
     for bad in ("", "E2E", "a_b", "-a", "a" * 33, "a;b"):
-        with pytest.raises(th.TestHostError, match="name"):
-            th.check_name(bad)
-    assert th.parse_volume("/a:/b") == ("/a", "/b")
-    assert th.parse_volume("rel:/b")[0] == str(Path("rel").absolute())
+        with pytest.raises(machine.TestHostError, match="name"):
+            hosts.check_name(bad)
+    assert hosts.parse_volume("/a:/b") == ("/a", "/b")
+    assert hosts.parse_volume("rel:/b")[0] == str(Path("rel").absolute())
     for bad in ("/a", "/a:b", ":/b", "/a:/b:ro"):
-        with pytest.raises(th.TestHostError, match="volume"):
-            th.parse_volume(bad)
+        with pytest.raises(machine.TestHostError, match="volume"):
+            hosts.parse_volume(bad)
 
 
 def test_state_dir() -> None:
-    assert th.state_dir({"GPUPROV_TESTHOST_DIR": "/x/y"}) == Path("/x/y")
-    assert th.state_dir({}) == Path.home() / ".cache/gpuprov/testhosts"
+    assert state.state_dir({"GPUPROV_TESTHOST_DIR": "/x/y"}) == Path("/x/y")
+    assert state.state_dir({}) == Path.home() / ".cache/gpuprov/testhosts"
 
 
 def test_pyinfra_host_data_uses_the_ssh_connectors_keys() -> None:
-    name, data = th.pyinfra_host(host())
+    name, data = hosts.pyinfra_host(host())
     assert name == "10.213.3.2"
     assert data == {
         "ssh_user": "root",
@@ -190,7 +190,7 @@ def test_pyinfra_host_data_uses_the_ssh_connectors_keys() -> None:
 
 
 def test_ssh_command_uses_only_our_key_and_known_hosts() -> None:
-    command = th.ssh_command(host(), "systemctl is-system-running")
+    command = hosts.ssh_command(host(), "systemctl is-system-running")
     assert command[0] == "ssh" and command[-2:] == [
         "root@10.213.3.2",
         "systemctl is-system-running",
@@ -202,15 +202,15 @@ def test_ssh_command_uses_only_our_key_and_known_hosts() -> None:
 
 
 def test_missing_tools_and_root_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(th.os, "geteuid", lambda: 1000)
-    monkeypatch.setattr(th.shutil, "which", lambda tool: None if tool != "ip" else "/ip")
-    problems = " ".join(th.missing_requirements())
+    monkeypatch.setattr(machine.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(machine.shutil, "which", lambda tool: None if tool != "ip" else "/ip")
+    problems = " ".join(machine.missing_requirements())
     assert "need root" in problems
     assert "podman is missing: apt-get install podman runc" in problems
     assert "debootstrap is missing" in problems
-    assert "debootstrap" not in " ".join(th.missing_requirements(build=False))
-    with pytest.raises(th.TestHostError, match="podman is missing"):
-        th.down("web")
+    assert "debootstrap" not in " ".join(machine.missing_requirements(build=False))
+    with pytest.raises(machine.TestHostError, match="podman is missing"):
+        hosts.down("web")
 
 
 def test_cli_errors_exit_2_and_list_is_empty_in_a_new_state_dir(
@@ -226,21 +226,21 @@ def test_cli_errors_exit_2_and_list_is_empty_in_a_new_state_dir(
     assert done.exit_code == 0 and json.loads(done.output) == []
 
 
-def test_a_real_host_boots_and_pyinfra_reaches_it(testhost: th.TestHost) -> None:
+def test_a_real_host_boots_and_pyinfra_reaches_it(testhost: hosts.TestHost) -> None:
     """systemd is PID 1 and booted; SSH and pyinfra's ssh connector both get in."""
-    assert th.system_state(testhost) in ("running", "degraded")
+    assert hosts.system_state(testhost) in ("running", "degraded")
     done = subprocess.run(
-        th.ssh_command(testhost, f"test -d {th.CCACHE_MOUNT} && ps -p 1 -o comm="),
+        hosts.ssh_command(testhost, f"test -d {hosts.CCACHE_MOUNT} && ps -p 1 -o comm="),
         capture_output=True,
         text=True,
         timeout=30,
         check=False,
     )
     assert done.stdout.strip() == "systemd", done.stderr
-    name, data = th.pyinfra_host(testhost)
+    name, data = hosts.pyinfra_host(testhost)
     inventory = Inventory(([(name, data)], {}))
-    state = State(inventory, Config())
-    connect_all(state)
+    pyinfra_state = State(inventory, Config())
+    connect_all(pyinfra_state)
     try:
         pyinfra_host = inventory.get_host(name)
         assert pyinfra_host.connected
@@ -248,18 +248,18 @@ def test_a_real_host_boots_and_pyinfra_reaches_it(testhost: th.TestHost) -> None
         ok, output = pyinfra_host.run_shell_command("systemctl is-active ssh")
         assert ok and output.stdout_lines == ["active"]
     finally:
-        disconnect_all(state)
+        disconnect_all(pyinfra_state)
 
 
 def test_down_removes_the_container_and_the_namespace(testhost_factory: MakeHost) -> None:
     made = testhost_factory("e2e-down")
-    env = th.podman_env(th.Paths(th.state_dir()))
+    env = podman.podman_env(state.Paths(state.state_dir()))
     exists = ["podman", "container", "exists", made.container]
     assert subprocess.run(exists, env=env, check=False).returncode == 0
     assert Path("/run/netns", made.netns).exists()
-    assert th.down("e2e-down") is True
+    assert hosts.down("e2e-down") is True
     assert subprocess.run(exists, env=env, check=False).returncode == 1
     assert not Path("/run/netns", made.netns).exists()
-    assert not Path("/sys/class/net", th.veth_name(made.index)).exists()
-    assert "e2e-down" not in [h.name for h in th.list_hosts()]
-    assert th.down("e2e-down") is False
+    assert not Path("/sys/class/net", network.veth_name(made.index)).exists()
+    assert "e2e-down" not in [h.name for h in hosts.list_hosts()]
+    assert hosts.down("e2e-down") is False

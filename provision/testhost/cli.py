@@ -11,6 +11,8 @@ from typing import Annotated, TypeVar
 import typer
 
 from provision.testhost import hosts
+from provision.testhost.image import ensure_image
+from provision.testhost.machine import TestHostError
 
 app = typer.Typer(
     help="Systemd test hosts in podman containers, each in its own network namespace "
@@ -27,7 +29,7 @@ T = TypeVar("T")
 def _guard(action: Callable[[], T]) -> T:
     try:
         return action()
-    except hosts.TestHostError as exc:
+    except TestHostError as exc:
         print(f"gpuprov: {exc}", file=sys.stderr)
         raise typer.Exit(2) from None
 
@@ -37,7 +39,7 @@ def image(
     rebuild: Annotated[bool, typer.Option("--rebuild", help="Build it even if it exists.")] = False,
 ) -> None:
     """Build the golden image (debootstrap, 1-3 min) unless it exists; print its name."""
-    print(_guard(lambda: hosts.ensure_image(rebuild=rebuild)))
+    print(_guard(lambda: ensure_image(rebuild=rebuild)))
 
 
 @app.command()

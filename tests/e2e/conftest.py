@@ -1,4 +1,4 @@
-"""Real systemd test hosts for end-to-end tests (provision/testhost/hosts.py).
+"""Real systemd test hosts for end-to-end tests (provision/testhost/).
 
 They need root, podman, runc and debootstrap: without them the tests skip, or fail when
 GPUPROV_E2E=required. Hosts come down at the end of the session unless
@@ -14,13 +14,15 @@ from collections.abc import Callable, Iterator, Sequence
 import pytest
 
 from provision.testhost import hosts
+from provision.testhost.machine import missing_requirements
+from provision.testhost.state import state_dir
 
 MakeHost = Callable[..., hosts.TestHost]
 
 
 def require_testhosts() -> None:
     """Skip when test hosts cannot run here, unless GPUPROV_E2E=required (then fail)."""
-    problems = hosts.missing_requirements(build=True)
+    problems = missing_requirements(build=True)
     if problems:
         reason = "test hosts unavailable: " + "; ".join(problems)
         if os.environ.get("GPUPROV_E2E") == "required":
@@ -33,7 +35,7 @@ def testhost_factory_fixture() -> Iterator[MakeHost]:
     """make(name, volumes=()) -> TestHost: a freshly booted host, the same one on later calls."""
     require_testhosts()
     keep = os.environ.get("GPUPROV_KEEP_TESTHOSTS") == "1"
-    ccache = hosts.state_dir() / "ccache"
+    ccache = state_dir() / "ccache"
     ccache.mkdir(parents=True, exist_ok=True)
     made: list[str] = []
 

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from provision.testhost import hosts
+from provision.testhost.state import state_dir
 from tests.e2e.hosts import (
     GPUPROV,
     ROOT,
@@ -40,7 +41,7 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture(scope="session")
 def sdist() -> Path:
     """The llama-cpp-python sdist (llama.cpp's source in vendor/), downloaded once."""
-    cache = hosts.state_dir() / "sources"
+    cache = state_dir() / "sources"
     cache.mkdir(parents=True, exist_ok=True)
     found = sorted(cache.glob("llama_cpp_python-*.tar.gz"))
     if not found:
