@@ -7,12 +7,19 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from enum import Enum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any, Protocol
 
 import typer
 
 from checks.facts.model import HostFacts, to_dict
+
+if TYPE_CHECKING:
+    from checks.logs.logsource import Result
+    from checks.matrix.registry import Rule
+
+RULES_SCHEMA_VERSION = 1
 
 app = typer.Typer(
     name="gpuprov",
@@ -65,6 +72,66 @@ RedactOption = Annotated[
 ]
 
 
+class Model(Protocol):
+    """What a command prints: its JSON (schema in checks/reporting/schemas/), or render.view."""
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class Facts:
+    """`gpuprov facts`: one host's facts (HostFacts carries their schema_version)."""
+
+    host: HostFacts
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = to_dict(self.host)
+        return data
+
+
+@dataclass(frozen=True)
+class Rules:
+    """`gpuprov rules`: every rule, or the one asked for by ID (shown with its docs)."""
+
+    rules: tuple[Rule, ...]
+    one: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        from provision import render
+
+        return {
+            "schema_version": RULES_SCHEMA_VERSION,
+            "rules": [render.rule_json(r) for r in self.rules],
+        }
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """`gpuprov explain`: each log read, with its diagnoses."""
+
+    results: list[Result]
+
+    def to_json(self) -> dict[str, Any]:
+        from checks.logs import logsource
+
+        return logsource.to_json(self.results)
+
+
+def emit(model: Model, as_json: bool, redacted: bool = False) -> None:
+    """Print a command's result on stdout: its versioned JSON, or its text view."""
+    if not as_json:
+        from provision import render
+
+        render.view(model, redacted)
+        return
+    data = model.to_json()
+    if redacted:
+        from provision.redact import redact
+
+        data = redact(data)
+    print(json.dumps(data, indent=2))
+
+
 def _fail(message: str) -> typer.Exit:
     print(f"gpuprov: {message}", file=sys.stderr)
     return typer.Exit(2)
@@ -97,17 +164,7 @@ def check(
     from checks.reporting import report
 
     result = report.build(_facts(from_))
-    if json_:
-        data = result.to_json()
-        if redact:
-            from provision.redact import redact as scrub
-
-            data = scrub(data)
-        print(json.dumps(data, indent=2))
-    else:
-        from provision import render
-
-        render.report(result, redacted=redact)
+    emit(result, json_, redact)
     if engine.reaches(result.findings, fail_on.value):
         raise typer.Exit(1)
 
@@ -119,18 +176,7 @@ def facts(
     """Print the gathered facts (attach them to bug reports with --json --redact)."""
     from checks.facts import gpus
 
-    gathered = gpus.enrich(_facts(from_))
-    data = to_dict(gathered)
-    if redact:
-        from provision.redact import redact as scrub
-
-        data = scrub(data)
-    if json_:
-        print(json.dumps(data, indent=2))
-    else:
-        from provision import render
-
-        render.facts(gathered, redacted=redact)
+    emit(Facts(gpus.enrich(_facts(from_))), json_, redact)
 
 
 @app.command()
@@ -140,21 +186,14 @@ def rules(
 ) -> None:
     """List the known-bad matrix rules, or show one rule."""
     from checks.matrix import registry
-    from provision import render
 
     if rule_id is None:
-        if json_:
-            print(json.dumps([render.rule_json(r) for r in registry.rules()], indent=2))
-        else:
-            render.rule_list(registry.rules())
+        emit(Rules(registry.rules()), json_)
         return
     found = registry.rule(rule_id)
     if found is None:
         raise _fail(f"no rule {rule_id!r}; `gpuprov rules` lists them")
-    if json_:
-        print(json.dumps(render.rule_json(found), indent=2))
-    else:
-        render.rule_docs(found)
+    emit(Rules((found,), one=True), json_)
 
 
 @app.command()
@@ -195,12 +234,7 @@ def explain(
         results = logsource.explain_all(sources, host)
     except logsource.LogError as exc:
         raise _fail(str(exc)) from None
-    if json_:
-        print(json.dumps(logsource.to_json(results), indent=2))
-    else:
-        from provision import render
-
-        render.explanations(results)
+    emit(Explanation(results), json_)
     if any(result.diagnoses for result in results):
         raise typer.Exit(1)
 

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import logging
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 import typer
 
-from provision import deploy, vram
+from provision import deploy, render, vram
+from provision.cli import emit
 from provision.deploy import HostOutcome, Run
 
+CONVERGE_SCHEMA_VERSION = 1
 STATUS_STYLE = {"changed": "yellow", "will change": "yellow", "failed": "red", "not run": "dim"}
 
 
@@ -32,15 +35,7 @@ def _gate_lines(outcome: HostOutcome) -> list[str]:
     gate = outcome.gate
     if gate is None:
         return []
-    lines = []
-    for f in gate.findings:
-        if f.severity in ("error", "warning"):
-            lines.append(
-                f"  {f.severity:7} {f.rule}  {f.title} ({f.subject})"
-                if f.subject
-                else f"  {f.severity:7} {f.rule}  {f.title}"
-            )
-    lines += [f"  error   {p}" for p in gate.problems]
+    lines = [f"  error   {p}" for p in gate.problems]
     if gate.plan:
         kind = f"CUDA {';'.join(gate.plan.archs)}" if gate.plan.cuda else "CPU-only"
         lines.append(f"  build   {gate.plan.name} ({kind})")
@@ -71,39 +66,58 @@ def report(run: Run, applied: bool) -> None:
         else:
             head = f"{name}: {len(changes)} to change, {len(outcome.ops) - len(changes)} unchanged"
         print(head)
+        if outcome.gate is not None:
+            shown = [f for f in outcome.gate.findings if f.severity in ("error", "warning")]
+            if shown:
+                render.print_problems(shown)
         for line in _gate_lines(outcome):
             print(line)
         for op in changes:
             print(f"  {op.status:11} {op.name}")
 
 
-def to_json(run: Run, applied: bool) -> dict[str, Any]:
-    hosts = {}
-    for name, o in run.outcomes.items():
-        gate = o.gate
-        hosts[name] = {
-            "skipped": o.skipped or None,
-            "findings": [
-                {"rule": f.rule, "severity": f.severity, "title": f.title, "subject": f.subject}
-                for f in (gate.findings if gate else [])
-            ],
-            "problems": gate.problems if gate else [],
-            "build": (
-                {"name": gate.plan.name, "cuda_architectures": list(gate.plan.archs)}
-                if gate and gate.plan
-                else None
-            ),
-            "image": (
-                {"ref": gate.image, "present": gate.image_present, "detail": gate.image_detail}
-                if gate and gate.image
-                else None
-            ),
-            "vram": _budget_json(gate.budget) if gate and gate.budget else None,
-            "operations": [{"name": op.name, "status": op.status} for op in o.ops],
-            "changed": o.changed if applied else sum(op.status == "will change" for op in o.ops),
-            "failed": o.failed,
+@dataclass(frozen=True)
+class Converge:
+    """What `gpuprov plan` would change on each host, or what `gpuprov apply` changed."""
+
+    run: Run
+    applied: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema_version": CONVERGE_SCHEMA_VERSION,
+            "inventory": self.run.inventory_path,
+            "applied": self.applied,
+            "hosts": {name: _host_json(o, self.applied) for name, o in self.run.outcomes.items()},
         }
-    return {"inventory": run.inventory_path, "applied": applied, "hosts": hosts}
+
+
+@render.view.register
+def _view(model: Converge, redacted: bool = False) -> None:
+    report(model.run, model.applied)
+
+
+def _host_json(o: HostOutcome, applied: bool) -> dict[str, Any]:
+    gate = o.gate
+    return {
+        "skipped": o.skipped or None,
+        "findings": [dataclasses.asdict(f) for f in (gate.findings if gate else [])],
+        "problems": gate.problems if gate else [],
+        "build": (
+            {"name": gate.plan.name, "cuda_architectures": list(gate.plan.archs)}
+            if gate and gate.plan
+            else None
+        ),
+        "image": (
+            {"ref": gate.image, "present": gate.image_present, "detail": gate.image_detail}
+            if gate and gate.image
+            else None
+        ),
+        "vram": _budget_json(gate.budget) if gate and gate.budget else None,
+        "operations": [{"name": op.name, "status": op.status} for op in o.ops],
+        "changed": o.changed if applied else sum(op.status == "will change" for op in o.ops),
+        "failed": o.failed,
+    }
 
 
 def _budget_json(budget: vram.Budget) -> dict[str, Any]:
@@ -154,10 +168,7 @@ def converge(
 
 
 def _output(run: Run, applied: bool, as_json: bool) -> None:
-    if as_json:
-        print(json.dumps(to_json(run, applied), indent=2))
-    else:
-        report(run, applied)
+    emit(Converge(run, applied), as_json)
 
 
 def _code(run: Run) -> int:

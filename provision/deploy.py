@@ -10,7 +10,7 @@ import importlib.util
 import logging
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +33,7 @@ from pyinfra.context import host as current_host
 from pyinfra.facts.server import Command
 
 from provision import gate as gates
-from provision import lock, nginx, servicefacts, stack
+from provision import lock, nginx, role_table, servicefacts, stack
 from provision.hostplan import HostPlan, secrets
 
 log = logging.getLogger("gpuprov")
@@ -113,11 +113,10 @@ def _matches(host: Host, pattern: str) -> bool:
 def validate(path: str, hosts: list[Host]) -> dict[str, tuple[stack.Stack, dict[str, Any]]]:
     """Every selected host's stack, or InventoryError naming file, host and field."""
     known = set(stack.defaults())
-    prefixes = ("llama_", "canary_", "build_toolchain_", "vllm_", "nginx_lb_", "nvidia_container_")
     out = {}
     for h in hosts:
         data = h.data.dict()
-        typos = sorted(k for k in data if k.startswith(prefixes) and k not in known)
+        typos = sorted(k for k in data if k.startswith(role_table.PREFIXES) and k not in known)
         try:
             if typos:
                 raise stack.StackError(typos[0], "unknown setting")
@@ -163,8 +162,8 @@ def start(path: str, limit: list[str] | None, diff: bool) -> Run:
 def roles() -> dict[str, ModuleType]:
     """The roles' pyinfra task modules (roles/<role>/tasks/<role>.py)."""
     loaded = {}
-    for name in stack.ROLE_NAMES:
-        path = stack.role_path(name, "tasks", f"{name}.py")
+    for name in role_table.NAMES:
+        path = role_table.role_path(name, "tasks", f"{name}.py")
         spec = importlib.util.spec_from_file_location(f"gpuprov_roles.{name}", path)
         assert spec and spec.loader
         module = sys.modules.get(spec.name) or importlib.util.module_from_spec(spec)
@@ -173,6 +172,15 @@ def roles() -> dict[str, ModuleType]:
             spec.loader.exec_module(module)
         loaded[name] = module
     return loaded
+
+
+def run_roles(plan: HostPlan, modules: Mapping[str, ModuleType]) -> None:
+    """Each role's pyinfra entry in table order, where its `when` holds for the host."""
+    results: dict[str, Any] = {}
+    for role in role_table.ROLES:
+        if role_table.runs(role, plan.variables):
+            entry = getattr(modules[role.name], role.name)
+            results[role.name] = entry(plan, *(results[name] for name in role.takes))
 
 
 def add_operations(run: Run, force: bool) -> None:
@@ -192,15 +200,7 @@ def add_operations(run: Run, force: bool) -> None:
         plan = run.plans.get(current_host.name)
         if plan is None or run.outcomes[plan.name].skipped:
             return
-        if plan.stack.builds_llama:
-            r["build_toolchain"].build_toolchain(plan)
-            built = r["llama_cpp"].llama_cpp(plan)
-            r["llama_server"].llama_server(plan, built)
-        if plan.stack.vllm.replicas:
-            r["nvidia_container_toolkit"].nvidia_container_toolkit(plan)
-        r["vllm"].vllm(plan)
-        r["nginx_lb"].nginx_lb(plan)
-        r["canary"].canary(plan)
+        run_roles(plan, r)
 
     try:
         add_deploy(run.state, converge)

@@ -1,7 +1,8 @@
 """The gate: the check run on every host before anything changes, and the stack checked too.
 
 Remote hosts run the probes through pyinfra's connectors (one fact, one round trip); the same
-rules then judge the facts and the planned build, as they would judge an existing one.
+rules then judge the facts and the planned build and services, as they would judge existing ones:
+each rule's `detected_by` says which of these it judges.
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ from pyinfra.api.facts import FactBase
 
 from checks.facts import remote
 from checks.facts.gather import all_probes
-from checks.facts.model import HostFacts, LlamaCppBuild
+from checks.facts.model import HostFacts, LlamaCppBuild, LlamaServer, VllmService
 from checks.matrix import engine, registry
 from checks.matrix.engine import Finding
-from checks.matrix.evaluators import host_driver_cuda
+from checks.matrix.host import host_driver_cuda
 from checks.reporting import recommend
 from checks.services import gguf_header, modelconfig, vllm_images
 from checks.services import vllm_service as services
@@ -27,23 +28,8 @@ from provision import vllm as vllm_cmd
 from provision.servicefacts import ServiceFacts
 from provision.stack import Stack
 
-QUANTIZED = {"q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"}
-BUILD_RULE_CHECKS = {
-    "llamacpp_arch_coverage",
-    "cmake_arch_without_suffix",
-    "nvcc_known_bad",
-    "blackwell_without_fp4",
-}
-# The rules that judge planned vLLM services (HostFacts.vllm_services).
-VLLM_SERVICE_CHECKS = {
-    "vllm_turboquant_hybrid",
-    "vllm_mtp_moe",
-    "vllm_moe_max_num_seqs",
-    "vllm_graph_capture_memory",
-    "vllm_enforce_eager",
-}
-# Fixed by the nvidia_container_toolkit role when it runs: planned, not blocking.
-TOOLKIT_RULES = {"CTR-004", "CTR-005"}
+# The role that sets up the NVIDIA Container Toolkit: the rules it fixes are planned, not blocking.
+TOOLKIT_ROLE = "nvidia_container_toolkit"
 
 
 class Probes(FactBase[str]):
@@ -85,8 +71,8 @@ def facts_from_output(name: str, output: str) -> HostFacts:
 
 def judge(name: str, facts: HostFacts, stack: Stack) -> HostGate:
     """Findings for a host's facts plus its stack; plans the build when it can."""
-    gate = HostGate(name, facts, engine.evaluate(facts))
-    gate.findings += stack_findings(stack)
+    gate = HostGate(name, facts, engine.evaluate(facts, route="host"))
+    gate.findings += profile_findings(facts, stack)
     if stack.vllm.replicas:
         _containers(gate, stack)
     if not stack.builds_llama:
@@ -128,20 +114,32 @@ def planned_build_findings(facts: HostFacts, plan: build.Build, nvcc: str) -> li
         )
     ]
     planned.toolkits = []
-    rules = tuple(r for r in registry.rules() if r.check in BUILD_RULE_CHECKS)
-    return [f for f in engine.evaluate(planned, rules) if "planned build" in f.subject]
+    found = engine.evaluate(planned, route="planned-build")
+    return [f for f in found if "planned build" in f.subject]
 
 
-def stack_findings(stack: Stack) -> list[Finding]:
-    """Server settings llama.cpp is known to refuse."""
-    found = []
-    for p in stack.profiles:
-        if p.cache_type_v in QUANTIZED and p.flash_attn == "off":
-            subject = f"profile {p.name}: cache_type_v={p.cache_type_v}, flash_attn=off"
-            rule = registry.rule("LCPP-008")
-            assert rule is not None
-            found.append(engine.finding(rule, {"subject": subject}))
-    return found
+def service_findings(
+    facts: HostFacts, llama: list[LlamaServer], vllm: list[VllmService]
+) -> list[Finding]:
+    """The planned-services rules applied to planned llama-server profiles and vLLM replicas."""
+    planned = copy.copy(facts)
+    planned.llama_servers = llama
+    planned.vllm_services = vllm
+    return engine.evaluate(planned, route="planned-services")
+
+
+def profile_findings(facts: HostFacts, stack: Stack) -> list[Finding]:
+    """The planned-services rules applied to the stack's llama-server profiles."""
+    servers = [
+        LlamaServer(
+            name=p.name,
+            flash_attn=p.flash_attn,
+            cache_type_k=p.cache_type_k,
+            cache_type_v=p.cache_type_v,
+        )
+        for p in stack.profiles
+    ]
+    return service_findings(facts, servers, [])
 
 
 def _containers(gate: HostGate, stack: Stack) -> None:
@@ -156,11 +154,10 @@ def _containers(gate: HostGate, stack: Stack) -> None:
             "(https://docs.docker.com/engine/install/)"
         )
     if stack.toolkit.install:
-        planned = [f for f in gate.findings if f.rule in TOOLKIT_RULES]
-        gate.findings = [f for f in gate.findings if f.rule not in TOOLKIT_RULES]
-        gate.toolkit = [
-            f"{f.rule} {f.title}: fixed by the nvidia_container_toolkit role" for f in planned
-        ]
+        fixed = registry.fixed_by(TOOLKIT_ROLE)
+        planned = [f for f in gate.findings if f.rule in fixed]
+        gate.findings = [f for f in gate.findings if f.rule not in fixed]
+        gate.toolkit = [f"{f.rule} {f.title}: fixed by the {TOOLKIT_ROLE} role" for f in planned]
     try:
         choice = vllm_images.select(
             stack.vllm.version,
@@ -210,18 +207,16 @@ def judge_services(gate: HostGate, stack: Stack, found: ServiceFacts) -> None:
 
 
 def lint(facts: HostFacts, stack: Stack, image: str, found: ServiceFacts) -> list[Finding]:
-    """The vLLM rules applied to the planned replicas."""
+    """The planned-services rules applied to the planned vLLM replicas."""
     if not stack.vllm.replicas:
         return []
     version = vllm_images.version_of_ref(image) if image else None
-    planned = copy.copy(facts)
-    planned.vllm_services = []
+    replicas = []
     for r in stack.vllm.replicas:
         text = found.configs.get(r.name)
         config = modelconfig.parse(text) if text else None
         if config is None and not r.local_model:
             config = modelconfig.guess_from_name(r.model)
         argv = vllm_cmd.serve_args(r)
-        planned.vllm_services.append(services.service(r.name, image, version, argv, config))
-    rules = tuple(r for r in registry.rules() if r.check in VLLM_SERVICE_CHECKS)
-    return engine.evaluate(planned, rules)
+        replicas.append(services.service(r.name, image, version, argv, config))
+    return service_findings(facts, [], replicas)

@@ -1,7 +1,7 @@
 """The nginx balancer's config: its backends, and every value checked before it reaches nginx.
 
-Shared by both engines: pyinfra renders roles/nginx_lb's template through `render`, Ansible loads
-`FILTERS` through the role's filter_plugins and computes the backends in tasks/backends.yml the way
+Shared by both engines: pyinfra renders roles/nginx_lb's template through `render`, Ansible has
+`FILTERS` from provision.filters and computes the backends in tasks/backends.yml the way
 `backends` does. A value is written only as a word nginx reads literally (an address, a number, a
 size: no spaces, quotes, `;`, braces, `$` or `#`), so none needs quoting; anything else is refused
 with StackError naming the variable.
@@ -9,13 +9,10 @@ with StackError naming the variable.
 
 from __future__ import annotations
 
-import functools
 import ipaddress
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
-
-import jinja2
 
 from provision import templates
 from provision.stack import StackError
@@ -121,15 +118,7 @@ FILTERS = {
 }
 
 
-@functools.cache
-def environment() -> jinja2.Environment:
-    """gpuprov's template environment with these filters added (the shared one is not changed)."""
-    env = templates.environment().overlay()
-    env.filters = {**env.filters, **FILTERS}
-    return env
-
-
 def render(variables: Mapping[str, Any]) -> str:
     """The balancer's conf.d file for a host's variables; StackError names a bad value."""
-    template = environment().get_template(TEMPLATE)
+    template = templates.environment().get_template(TEMPLATE)
     return template.render(**variables, gpuprov_lb_backends=backends(variables))

@@ -1,7 +1,7 @@
 """Quoting for values that reach systemd unit files, EnvironmentFiles and shells.
 
-Shared by both engines: pyinfra renders templates with these as Jinja filters, Ansible loads them
-through the roles' filter_plugins.
+Shared by both engines: these are Jinja filters of provision.filters, which pyinfra renders
+templates with and Ansible loads through its filter plugin.
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
-"""Rich rendering of facts, findings, recommendations and rules. Data goes to stdout."""
+"""Rich text views of each command's result (`view`): facts, findings and diagnoses,
+recommendations, rules. Data goes to stdout."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -10,22 +12,15 @@ from rich.markup import escape
 from rich.table import Table
 
 from checks.facts.model import HostFacts
+from checks.logs.explain import Diagnosis
 from checks.logs.logsource import Result
 from checks.matrix.engine import Finding
-from checks.matrix.registry import Rule
+from checks.matrix.registry import Rule, area_title
 from checks.reporting.report import Report
+from provision.cli import Explanation, Facts, Rules
 
 UNKNOWN = "[dim]unknown[/dim]"
 STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
-AREA_TITLES = {
-    "driver": "Driver",
-    "host": "Host and kernel",
-    "container": "Containers",
-    "arch": "Architectures and binaries",
-    "llamacpp": "llama.cpp",
-    "vllm": "vLLM",
-    "build": "Building",
-}
 
 
 def _console() -> Console:
@@ -146,20 +141,31 @@ def facts(f: HostFacts, redacted: bool = False) -> None:
         )
 
 
-def _findings(findings: list[Finding]) -> Table:
-    """One row per finding; the text column wraps under itself, not under the label."""
+def problems(items: Sequence[Finding | Diagnosis]) -> Table:
+    """One row per finding or diagnosis: rule, title, message, (a log's evidence and cause), fix,
+    sources. The text column wraps under itself, not under the severity."""
     grid = Table.grid(padding=(0, 1))
     grid.add_column(no_wrap=True)
     grid.add_column(overflow="fold")
-    for f in findings:
-        style = STYLE[f.severity]
-        grid.add_row(
-            f"  [{style}]{f.severity.upper():7}[/{style}]",
-            f"[bold]{f.rule}[/bold] {escape(f.title)}\n{escape(f.message)}\n"
-            f"[green]Fix:[/green] {escape(f.fix)}\n"
-            f"[dim]Sources: {escape(' '.join(f.citations))}[/dim]\n",
-        )
+    for x in items:
+        style = STYLE[x.severity]
+        lines = [f"[bold]{x.rule}[/bold] {escape(x.title)}", escape(x.message)]
+        if isinstance(x, Diagnosis):
+            evidence = [f"  line {n}: {escape(text)}" for n, text in x.evidence]
+            if x.count > len(x.evidence):
+                evidence.append(f"  ... and {x.count - len(x.evidence)} more")
+            shown = "\n".join(evidence)
+            lines += [f"[dim]{shown}[/dim]", f"[bold]Why:[/bold] {escape(x.cause)}"]
+        lines += [
+            f"[green]Fix:[/green] {escape(x.fix)}",
+            f"[dim]Sources: {escape(' '.join(x.citations))}[/dim]",
+        ]
+        grid.add_row(f"  [{style}]{x.severity.upper():7}[/{style}]", "\n".join(lines) + "\n")
     return grid
+
+
+def print_problems(items: Sequence[Finding | Diagnosis]) -> None:
+    _console().print(problems(items))
 
 
 def report(r: Report, redacted: bool = False) -> None:
@@ -171,8 +177,8 @@ def report(r: Report, redacted: bool = False) -> None:
     if not r.findings:
         out.print("  No known problem found.")
     for area in sorted({f.area for f in r.findings}):
-        out.print(f"[bold]{AREA_TITLES.get(area, area)}[/bold]")
-        out.print(_findings([x for x in r.findings if x.area == area]))
+        out.print(f"[bold]{escape(area_title(area))}[/bold]")
+        out.print(problems([x for x in r.findings if x.area == area]))
     out.rule("Recommendations")
     grid = Table.grid(padding=(0, 1))
     grid.add_column(no_wrap=True, style="bold")
@@ -215,6 +221,8 @@ def rule_json(r: Rule) -> dict[str, Any]:
         "symptoms": list(r.symptoms),
         "fix": r.fix,
         "citations": list(r.citations),
+        "detected_by": list(r.detected_by),
+        "fixed_by": r.fixed_by,
     }
 
 
@@ -227,21 +235,31 @@ def explanations(results: list[Result]) -> None:
         if not result.diagnoses:
             out.print("  No known failure found.")
             continue
-        grid = Table.grid(padding=(0, 1))
-        grid.add_column(no_wrap=True)
-        grid.add_column(overflow="fold")
-        for d in result.diagnoses:
-            style = STYLE[d.severity]
-            evidence = "\n".join(f"  line {n}: {escape(text)}" for n, text in d.evidence)
-            more = (
-                f"\n  ... and {d.count - len(d.evidence)} more" if d.count > len(d.evidence) else ""
-            )
-            grid.add_row(
-                f"  [{style}]{d.severity.upper():7}[/{style}]",
-                f"[bold]{d.rule}[/bold] {escape(d.title)}\n{escape(d.message)}\n"
-                f"[dim]{evidence}{more}[/dim]\n"
-                f"[bold]Why:[/bold] {escape(d.cause)}\n"
-                f"[green]Fix:[/green] {escape(d.fix)}\n"
-                f"[dim]Sources: {escape(' '.join(d.citations))}[/dim]\n",
-            )
-        out.print(grid)
+        out.print(problems(result.diagnoses))
+
+
+@functools.singledispatch
+def view(model: object, redacted: bool = False) -> None:
+    """Print a command's result as text; each kind of result registers its view here."""
+    raise TypeError(f"no text view for {type(model).__name__}")
+
+
+view.register(Report, report)
+
+
+@view.register
+def _facts_view(model: Facts, redacted: bool = False) -> None:
+    facts(model.host, redacted)
+
+
+@view.register
+def _rules_view(model: Rules, redacted: bool = False) -> None:
+    if model.one:
+        rule_docs(model.rules[0])
+    else:
+        rule_list(model.rules)
+
+
+@view.register
+def _explanation_view(model: Explanation, redacted: bool = False) -> None:
+    explanations(model.results)

@@ -1,7 +1,7 @@
 """Render the roles' Jinja templates the way Ansible's template module does.
 
-Same environment settings as Ansible's (trim_blocks, trailing newline kept) and the same filters,
-so both engines write byte-identical files from one template.
+Same environment settings as Ansible's (trim_blocks, trailing newline kept) and the same filters
+(provision.filters), so both engines write byte-identical files from one template.
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from typing import Any
 import jinja2
 
 from checks import packaged
-from provision import vllm
-from provision.quoting import FILTERS
+from provision import filters
 
 
 @functools.cache
@@ -25,8 +24,7 @@ def environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         autoescape=False,
     )
-    env.filters.update(FILTERS)
-    env.filters.update(vllm.FILTERS)
+    env.filters.update(filters.registry())
     return env
 
 

@@ -30,7 +30,7 @@ PACKAGES = (
     "libnvidia-container1",
 )
 SCRIPT = "/usr/local/lib/gpuprov/gpuprov-ctk-configure.sh"
-RULES = ("CTR-004", "CTR-005")
+RULES = registry.fixed_by("nvidia_container_toolkit")
 _APT_VERSION = re.compile(r"^[0-9][A-Za-z0-9.+~:-]*$")
 _INSTALL = "DEBIAN_FRONTEND=noninteractive apt-get install -y"
 _DEARMOR = "gpg --batch --yes --dearmor -o"

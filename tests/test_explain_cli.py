@@ -6,10 +6,12 @@ import io
 import json
 from pathlib import Path
 
+import jsonschema
 import pytest
 from typer.testing import CliRunner
 
 from checks.logs import explain, logscan
+from checks.reporting import schema
 from provision.cli import app, expand_from
 from tests.conftest import FIXTURES, REAL
 
@@ -58,6 +60,7 @@ def test_json_lists_diagnoses_per_log() -> None:
     )
     assert result.exit_code == 1  # type: ignore[attr-defined]
     data = json.loads(result.stdout)  # type: ignore[attr-defined]
+    jsonschema.validate(data, schema.committed("explain"))
     assert data["schema_version"] == 1
     assert [log["diagnoses"][0]["rule"] for log in data["logs"]] == ["VLLM-002", "CTR-002"]
     first = data["logs"][0]["diagnoses"][0]
@@ -85,7 +88,9 @@ def test_host_facts_from_captures_sharpen_the_fix(tmp_path: Path) -> None:
         )
     )
     result = run("explain", "--json", str(log), "--from", str(facts))
-    (diagnosis,) = json.loads(result.stdout)["logs"][0]["diagnoses"]  # type: ignore[attr-defined]
+    data = json.loads(result.stdout)  # type: ignore[attr-defined]
+    jsonschema.validate(data, schema.committed("explain"))
+    (diagnosis,) = data["logs"][0]["diagnoses"]
     assert diagnosis["rule"] == "CTR-002"
     assert "NVIDIA GeForce RTX 4090 is a consumer GPU" in diagnosis["message"]
     assert diagnosis["fix"] == (

@@ -6,12 +6,14 @@ Host facts are HostFacts JSON fixtures (tests/fixtures/stack/, and GPU-001's und
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from checks.facts.model import HostFacts, from_dict
+from checks.matrix import evaluators, registry
 from checks.reporting import recommend
 from provision import build, gate, stack
 from tests.conftest import FIXTURES
@@ -145,6 +147,22 @@ def test_explicit_architectures_on_rtx5090(archs: str, expected: list[str]) -> N
         assert "planned build" in finding.subject
         assert finding.severity == "error"
     assert verdict.blocked is bool(expected)
+
+
+def _build_subjects(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[dict[str, str]]:
+    """A stand-in evaluator: one match per llama.cpp build, whatever the rule."""
+    for b in facts.llamacpp:
+        yield {"subject": b.path or ""}
+
+
+def test_the_gate_applies_exactly_the_planned_build_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every rule detected by planned-build judges the planned build, and no other rule does."""
+    for name in evaluators.EVALUATORS:
+        monkeypatch.setitem(evaluators.EVALUATORS, name, _build_subjects)
+    verdict = judge("stack/rtx5090-cuda12.9")
+    planned = {f.rule for f in verdict.findings if f.subject == "planned build"}
+    assert planned == {r.id for r in registry.routed("planned-build")}
+    assert planned
 
 
 def test_derived_architecture_on_rtx5090_is_120a() -> None:

@@ -11,11 +11,14 @@ from __future__ import annotations
 import json
 import runpy
 import subprocess
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from pytest import MonkeyPatch
+
 from checks.facts.model import Docker, HostFacts, from_dict
-from checks.matrix import registry
+from checks.matrix import evaluators, registry
 from checks.services import gguf_header
 from provision import gate, servicefacts, stack
 from tests.conftest import FIXTURES
@@ -191,7 +194,27 @@ def test_service_reads_are_framed_and_parsed(tmp_path: Path) -> None:
     assert found.inspect is None
 
 
-def test_every_vllm_service_rule_is_applied_to_the_plan() -> None:
-    """A rule added on facts.vllm_services must reach the gate's lint too."""
-    vllm_fact_checks = {r.check for r in registry.rules() if r.id.startswith("VLLM")} - {"log_only"}
-    assert vllm_fact_checks == gate.VLLM_SERVICE_CHECKS
+def test_every_vllm_rule_with_an_evaluator_judges_planned_services() -> None:
+    """A vLLM rule on facts.vllm_services reaches the gate's lint through its detected_by."""
+    vllm_fact_rules = {r.id for r in registry.rules() if r.area == "vllm" and r.check}
+    assert vllm_fact_rules <= {r.id for r in registry.routed("planned-services")}
+
+
+def _service_subjects(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[dict[str, str]]:
+    """A stand-in evaluator: one match per planned service, whatever the rule."""
+    for server in facts.llama_servers:
+        yield {"subject": f"llama-server {server.name}"}
+    for service in facts.vllm_services:
+        yield {"subject": f"vLLM {service.name}"}
+
+
+def test_the_gate_applies_exactly_the_planned_services_rules(monkeypatch: MonkeyPatch) -> None:
+    """Every rule detected by planned-services judges the profiles and the replicas; no other."""
+    for name in evaluators.EVALUATORS:
+        monkeypatch.setitem(evaluators.EVALUATORS, name, _service_subjects)
+    profile = {"name": "main", "model": "/srv/models/m.gguf", "port": 8080}
+    data = {"llama_server_profiles": [profile], "vllm_replicas": [R1]}
+    verdict = judged("host_dual3090_580", data)
+    wanted = {r.id for r in registry.routed("planned-services")}
+    for subject in ("llama-server main", "vLLM qwen-1"):
+        assert {f.rule for f in verdict.findings if f.subject == subject} == wanted, subject

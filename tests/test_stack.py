@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from provision import deploy, hostplan, stack
+from provision import deploy, hostplan, role_table, stack
 from provision.stack import Canary, StackError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,8 +28,7 @@ def profiles(*items: dict[str, Any], **more: Any) -> dict[str, Any]:
 
 def test_defaults_are_the_roles_defaults_merged() -> None:
     merged: dict[str, Any] = {}
-    roles = ("build_toolchain", "llama_cpp", "llama_server", "nvidia_container_toolkit", "vllm")
-    for role in (*roles, "nginx_lb", "canary"):
+    for role in role_table.NAMES:
         merged.update(yaml.safe_load((ROOT / "roles" / role / "defaults" / "main.yml").read_text()))
     assert dict(stack.defaults()) == merged
 

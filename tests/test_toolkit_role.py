@@ -797,7 +797,6 @@ def test_ansible_renders_the_install_steps_pyinfra_runs(tmp_path: Path, version:
     env = {
         **os.environ,
         "ANSIBLE_CONFIG": str(ROOT / "ansible" / "ansible.cfg"),
-        "ANSIBLE_FILTER_PLUGINS": str(ROLE / "filter_plugins"),
         "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"),
     }
     playbook = str(Path(sys.executable).parent / "ansible-playbook")

@@ -18,7 +18,8 @@ from packaging.version import Version
 from checks import versions
 from checks.facts.model import HostFacts, from_dict
 from checks.logs import explain, logscan
-from checks.matrix import evaluators, registry
+from checks.matrix import registry
+from checks.matrix.host import requirement_met
 from checks.services import vllm_images
 from checks.services.vllm_images import Choice, ImageError
 
@@ -349,7 +350,7 @@ def test_a_gpu_of_unknown_brand_keeps_ctr001() -> None:
         gpu.brand = gpu.brand_class = None
     image = vllm_images.image_from_inspect(_inspect("v0.5.0"))
     assert image is not None and image.require_cuda is not None
-    assert evaluators.requirement_met(image.require_cuda, facts) is None
+    assert requirement_met(image.require_cuda, facts) is None
     assert [f.rule for f in vllm_images.preflight(facts, image)] == ["CTR-001"]
 
 
@@ -369,11 +370,11 @@ def test_a_gpu_of_unknown_brand_keeps_ctr001() -> None:
     ],
 )
 def test_requirement_met_follows_the_toolkit(require: str, host: str, met: bool) -> None:
-    assert evaluators.requirement_met(require, _host(host)) is met
+    assert requirement_met(require, _host(host)) is met
 
 
 def test_requirement_met_needs_a_driver_and_gpus() -> None:
-    assert evaluators.requirement_met("cuda>=12.8", HostFacts()) is None
+    assert requirement_met("cuda>=12.8", HostFacts()) is None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -225,6 +225,19 @@ class VllmService:
 
 
 @dataclass
+class LlamaServer:
+    """A planned llama-server profile: the settings the rules judge, as the stack gives them."""
+
+    name: str | None = None
+    flash_attn: str | None = None
+    cache_type_k: str | None = None
+    cache_type_v: str | None = None
+
+    def key(self) -> str | None:
+        return self.name
+
+
+@dataclass
 class ProbeResult:
     """How one probe or input went: ok, absent (tool not there), failed, or unparsed."""
 
@@ -252,6 +265,7 @@ class HostFacts:
     python: list[PythonPackage] = field(default_factory=list)
     llamacpp: list[LlamaCppBuild] = field(default_factory=list)
     vllm_services: list[VllmService] = field(default_factory=list)
+    llama_servers: list[LlamaServer] = field(default_factory=list)
     probes: list[ProbeResult] = field(default_factory=list)
 
 

@@ -7,6 +7,7 @@ whose facts are known (and whose `when` holds) words the message and the fix.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -17,13 +18,10 @@ from checks import coverage, versions
 from checks.facts import capture, gpus
 from checks.facts.model import HostFacts, merge
 from checks.logs.logscan import Hit, Scan, Variant
-from checks.matrix import evaluators, registry
+from checks.matrix import registry
+from checks.matrix.host import host_driver, host_driver_cuda
 from checks.services import vllm_images
 
-_IMAGE = re.compile(
-    r"(?P<ref>(?:[\w.-]+/)*(?:vllm-openai|cuda|pytorch|llama\.cpp|tritonserver|sglang|tgi|"
-    r"text-generation-inference|ollama)[\w.-]*:[\w.+-]+)"
-)
 _IMAGE_CUDA = re.compile(r"(?:cuda|CUDA)[-_:]?(\d{2})\.?(\d)(?:\.(\d))?|cu(\d{2})(\d)\b")
 
 
@@ -44,12 +42,19 @@ class Diagnosis:
     count: int
 
 
+@functools.cache
+def _image() -> re.Pattern[str]:
+    """A reference to an image of one of the repositories in tables/log_images.toml."""
+    names = "|".join(re.escape(n) for n in registry.table("log_images")["repositories"])
+    return re.compile(rf"(?P<ref>(?:[\w.-]+/)*(?:{names})[\w.-]*:[\w.+-]+)")
+
+
 def _image_facts(text: str) -> dict[str, str]:
     """The first container image the log names, and the CUDA its tag says it was built on.
 
     A vLLM release tag (vllm/vllm-openai:v0.9.0) names its CUDA through the vllm_images table.
     """
-    match = _IMAGE.search(text)
+    match = _image().search(text)
     if match is None:
         return {}
     ref = match.group("ref")
@@ -81,10 +86,10 @@ def log_facts(scan: Scan) -> HostFacts:
 def context(facts: HostFacts, groups: Mapping[str, str], text: str) -> dict[str, str]:
     """Named values for messages: the facts that matter, the signature's groups, derived minima."""
     ctx: dict[str, str] = {}
-    driver = evaluators.host_driver(facts)
+    driver = host_driver(facts)
     if driver is not None:
         ctx["driver"] = driver[0]
-    driver_cuda = evaluators.host_driver_cuda(facts)
+    driver_cuda = host_driver_cuda(facts)
     if driver_cuda is not None:
         ctx["driver_cuda"] = str(driver_cuda)
     if facts.gpus:

@@ -79,15 +79,8 @@ def explain_all(sources: list[Source], host: HostFacts | None) -> list[Result]:
 
 
 def to_json(results: list[Result]) -> dict[str, Any]:
+    """`gpuprov explain --json`: checks/reporting/schemas/explain.schema.json."""
     return {
         "schema_version": EXPLAIN_SCHEMA_VERSION,
-        "logs": [
-            {
-                "source": r.source,
-                "lines": r.lines,
-                "bytes": r.bytes,
-                "diagnoses": [dataclasses.asdict(d) for d in r.diagnoses],
-            }
-            for r in results
-        ],
+        "logs": [dataclasses.asdict(r) for r in results],
     }

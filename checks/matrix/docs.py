@@ -11,8 +11,10 @@ def rules_markdown() -> str:
         "Generated from checks/matrix/rules/*.toml by\n"
         "`python -m checks.matrix.docs > docs/rules.md`.\n",
         "`gpuprov rules ID` prints one entry.\n\n",
-        "| ID | severity | title |\n| --- | --- | --- |\n",
+        "Each rule says what detects it:\n\n",
     ]
+    parts += [f"- {route}: {what}\n" for route, what in registry.ROUTES.items()]
+    parts += ["\n| ID | severity | title |\n| --- | --- | --- |\n"]
     parts += [
         f"| [{r.id}](#{r.id.lower()}) | {r.severity} | {r.title} |\n" for r in registry.rules()
     ]

@@ -30,27 +30,35 @@ class _Fill(dict[str, str]):
         return "unknown"
 
 
-def evaluate(facts: HostFacts, rules: tuple[registry.Rule, ...] | None = None) -> list[Finding]:
-    """Findings for `facts`, most severe first, then by rule ID."""
+def evaluate(
+    facts: HostFacts, rules: tuple[registry.Rule, ...] | None = None, route: str | None = None
+) -> list[Finding]:
+    """Findings for `facts`, most severe first, then by rule ID: every rule with an evaluator (of
+    `rules`, default all), or only those `route` detects."""
     findings = [
         finding(rule, match)
         for rule in (registry.rules() if rules is None else rules)
+        if rule.check is not None and (route is None or route in rule.detected_by)
         for match in evaluators.EVALUATORS[rule.check](facts, rule.params)
     ]
     return ordered(findings)
 
 
 def finding(rule: registry.Rule, match: Mapping[str, str]) -> Finding:
-    """`rule`'s finding for one match; placeholders the match lacks read "unknown"."""
+    """`rule`'s finding for one match, worded by the variant of its "case" if the rule has one;
+    placeholders the match lacks read "unknown"."""
     fill = _Fill(match)
+    variant = rule.variant(match.get("case"))
+    message = variant.message if variant and variant.message else rule.message
+    fix = variant.fix if variant and variant.fix else rule.fix
     return Finding(
         rule=rule.id,
         severity=rule.severity,
         area=rule.area,
         title=rule.title,
         subject=match.get("subject", ""),
-        message=rule.message.format_map(fill),
-        fix=rule.fix.format_map(fill),
+        message=message.format_map(fill),
+        fix=fix.format_map(fill),
         citations=rule.citations,
     )
 

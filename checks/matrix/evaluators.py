@@ -1,6 +1,7 @@
 """The evaluators rules name in `check`: pure functions from facts and a rule's params to matches.
 
-Each yields one dict per thing that triggers the rule; its values fill the rule's message and fix.
+Each yields one dict per thing that triggers the rule; its values fill the rule's message and fix,
+and its "case", when set, picks one of the rule's variants for the wording.
 An evaluator that lacks a fact it needs yields nothing: unknown never becomes a finding here.
 """
 
@@ -13,8 +14,16 @@ from typing import Any
 from packaging.version import Version
 
 from checks import coverage, versions
-from checks.facts.model import CompatLibrary, Gpu, HostFacts, VllmService
-from checks.matrix import registry, require_cuda
+from checks.facts.model import CompatLibrary, HostFacts, VllmService
+from checks.matrix import registry
+from checks.matrix.host import (
+    cuda_users,
+    gpu_label,
+    gpus_with_cc,
+    host_driver,
+    host_driver_cuda,
+    requirement_met,
+)
 
 Match = dict[str, str]
 Evaluator = Callable[[HostFacts, Mapping[str, Any]], Iterator[Match]]
@@ -24,52 +33,6 @@ EVALUATORS: dict[str, Evaluator] = {}
 def evaluator(func: Evaluator) -> Evaluator:
     EVALUATORS[func.__name__] = func
     return func
-
-
-def host_driver(facts: HostFacts) -> tuple[str, Version] | None:
-    """The host driver version: userspace first, else the loaded kernel module."""
-    for text in (facts.driver.version, facts.driver.kernel_module_version):
-        version = versions.driver(text)
-        if text and version is not None:
-            return text, version
-    return None
-
-
-def host_driver_cuda(facts: HostFacts) -> Version | None:
-    """The CUDA the driver supports: as it reports it, else from the release table."""
-    reported = versions.release(facts.driver.cuda_version)
-    if reported is not None:
-        return reported
-    driver = host_driver(facts)
-    return registry.driver_cuda(driver[1]) if driver else None
-
-
-def gpu_label(gpu: Gpu) -> str:
-    name = gpu.name or "unknown GPU"
-    return f"GPU {gpu.index} ({name})" if gpu.index is not None else name
-
-
-def gpus_with_cc(facts: HostFacts) -> Iterator[tuple[Gpu, tuple[int, int]]]:
-    for gpu in facts.gpus:
-        cc = coverage.cc_tuple(gpu.compute_capability)
-        if cc is not None:
-            yield gpu, cc
-
-
-def cuda_users(facts: HostFacts) -> Iterator[tuple[str, Version]]:
-    """Everything on the host built with (or building with) a CUDA version, and that version."""
-    for toolkit in facts.toolkits:
-        cuda = versions.release(toolkit.release or toolkit.version)
-        if cuda is not None:
-            yield f"CUDA toolkit {toolkit.path or toolkit.release}", cuda
-    for package in facts.python:
-        cuda = versions.release(package.cuda_version)
-        if cuda is not None:
-            yield f"{package.name} {package.version}", cuda
-    for build in facts.llamacpp:
-        cuda = versions.release(build.cuda_compiler_version)
-        if cuda is not None:
-            yield f"llama.cpp build {build.path or build.version}", cuda
 
 
 @evaluator
@@ -108,7 +71,8 @@ def nvml_mismatch(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match
             "subject": "NVML",
             "module": module or "unknown version",
             "userspace": userspace or "unknown version",
-            "detail": f"NVML says {drv.nvml_error!r}",
+            "case": "nvml",
+            "nvml_error": drv.nvml_error,
         }
         return
     module_v, user_v = versions.driver(module), versions.driver(drv.version)
@@ -117,7 +81,6 @@ def nvml_mismatch(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match
             "subject": "NVIDIA driver",
             "module": str(module),
             "userspace": str(drv.version),
-            "detail": "a driver upgrade has not been loaded yet",
         }
 
 
@@ -168,9 +131,9 @@ def secure_boot_unsigned(facts: HostFacts, params: Mapping[str, Any]) -> Iterato
     unsigned = mods.nvidia_version is not None and not mods.nvidia_signer
     not_loaded = mods.loaded is not None and "nvidia" not in mods.loaded
     if unsigned and (not_loaded or facts.driver.smi_error):
-        yield {"subject": "nvidia module", "detail": "is unsigned and not loaded"}
+        yield {"subject": "nvidia module"}
     elif not_loaded and facts.driver.smi_error:
-        yield {"subject": "nvidia module", "detail": "is not loaded and nvidia-smi cannot reach it"}
+        yield {"subject": "nvidia module", "case": "unreachable"}
 
 
 @evaluator
@@ -184,14 +147,14 @@ def open_modules_required(facts: HostFacts, params: Mapping[str, Any]) -> Iterat
     flavour = facts.driver.kernel_module_flavour
     license_ = facts.modules.nvidia_license
     if flavour == "proprietary":
-        detail = "the loaded module is the proprietary flavour"
+        case = ""
     elif flavour is None and license_ == "NVIDIA":
-        detail = "modinfo reports license NVIDIA"
+        case = "license"
     else:
         return
     for gpu, cc in gpus_with_cc(facts):
         if cc[0] in params["majors"]:
-            yield {"subject": gpu_label(gpu), "cc": gpu.compute_capability or "", "detail": detail}
+            yield {"subject": gpu_label(gpu), "cc": gpu.compute_capability or "", "case": case}
 
 
 @evaluator
@@ -205,25 +168,15 @@ def no_gpu(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
     ]
     if facts.driver.smi_error:
         reasons.append(f"nvidia-smi: {facts.driver.smi_error}")
-    if not reasons and any(p.name in ("nvml", "nvidia-smi") for p in facts.probes):
-        reasons.append("the driver lists no devices")
-    if reasons or facts.driver.smi_error:
+    if reasons:
         yield {"subject": "host", "detail": "; ".join(reasons)}
+    elif any(p.name in ("nvml", "nvidia-smi") for p in facts.probes):
+        yield {"subject": "host", "case": "no_devices"}
 
 
 def _require_cuda(text: str | None) -> Version | None:
     match = re.search(r"cuda\s*>=\s*([\d.]+)", text or "")
     return versions.cuda(match.group(1)) if match else None
-
-
-def requirement_met(require: str, facts: HostFacts) -> bool | None:
-    """Whether the NVIDIA Container Toolkit accepts NVIDIA_REQUIRE_CUDA `require` on this host;
-    None when the driver, its CUDA or the GPUs are unknown."""
-    driver = host_driver(facts)
-    driver_cuda = host_driver_cuda(facts)
-    if driver is None or driver_cuda is None:
-        return None
-    return require_cuda.accepts(require, driver[1], driver_cuda, facts.gpus)
 
 
 @evaluator
@@ -315,8 +268,7 @@ def container_toolkit_missing(facts: HostFacts, params: Mapping[str, Any]) -> It
     known_absent = ctr.runtime_hook is False or docker.runtimes is not None
     if known_absent:
         version = docker.server_version or docker.client_version or ""
-        detail = "no nvidia-container-runtime-hook, no nvidia runtime, no CDI devices"
-        yield {"subject": "docker", "docker": version, "detail": detail}
+        yield {"subject": "docker", "docker": version}
 
 
 @evaluator
@@ -342,12 +294,12 @@ def _torch_targets(
     return coverage.from_versions(*found) if found else None
 
 
-def _torch_remedy(cc: tuple[int, int], driver_cuda: Version | None) -> str:
+def _torch_remedy(cc: tuple[int, int], driver_cuda: Version | None) -> Match:
+    """The newest wheel for `cc` the driver runs, with its index; else the no_wheel case."""
     wheel = registry.torch_wheel_for([cc], driver_cuda)
     if wheel is None:
-        return "no published wheel runs on this driver: upgrade the driver first"
-    url = registry.torch_index_url(wheel)
-    return f"torch{wheel['torch']} from {url} (pip install torch --index-url {url})"
+        return {"case": "no_wheel"}
+    return {"wheel": f"torch{wheel['torch']}", "index_url": registry.torch_index_url(wheel)}
 
 
 @evaluator
@@ -372,7 +324,7 @@ def torch_arch_coverage(facts: HostFacts, params: Mapping[str, Any]) -> Iterator
                 "gpu": gpu_label(gpu),
                 "cc": gpu.compute_capability or "",
                 "sm": f"{cc[0]}{cc[1]}",
-                "remedy": _torch_remedy(cc, host_driver_cuda(facts)),
+                **_torch_remedy(cc, host_driver_cuda(facts)),
             }
 
 
@@ -423,17 +375,12 @@ def nvcc_known_bad(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Matc
         full = versions.cuda(nvcc)
         if is_update and full in good:
             continue
-        unsure = bool(good) and not is_update
         yield {
             "subject": subject,
             "nvcc": str(nvcc),
             "gpu": gpu_label(gpus[0]),
-            "update_note": (
-                " (nvcc's banner does not tell the update: 13.2.2 is fixed; the toolkit's"
-                " version.json says which)"
-                if unsure
-                else ""
-            ),
+            "case": "update_unknown" if good and not is_update else "",
+            "good_updates": ", ".join(params.get("good_updates", [])),
         }
 
 
@@ -457,12 +404,13 @@ def cmake_arch_without_suffix(facts: HostFacts, params: Mapping[str, Any]) -> It
 
 @evaluator
 def blackwell_without_fp4(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
-    blackwell = [g for g, cc in gpus_with_cc(facts) if cc[0] == 12]
+    major = int(params["major"])
+    blackwell = [g for g, cc in gpus_with_cc(facts) if cc[0] == major]
     if not blackwell:
         return
     for build in facts.llamacpp:
         archs = build.cuda_archs or []
-        if any(a.startswith("12") for a in archs) and build.blackwell_native_fp4 is False:
+        if any(a.startswith(str(major)) for a in archs) and build.blackwell_native_fp4 is False:
             yield {
                 "subject": f"llama.cpp build {build.path or build.version}",
                 "archs": ", ".join(archs),
@@ -475,6 +423,7 @@ def compression_old_driver(facts: HostFacts, params: Mapping[str, Any]) -> Itera
     driver = host_driver(facts)
     min_driver = versions.driver(params["min_driver"] + ".0")
     from_cuda = Version(params["from_cuda"])
+    default = params["default_mode"]
     if driver is None or min_driver is None or driver[1] >= min_driver:
         return
     candidates: list[tuple[str, str | None, str | None]] = [
@@ -484,12 +433,12 @@ def compression_old_driver(facts: HostFacts, params: Mapping[str, Any]) -> Itera
     candidates += [(f"CUDA toolkit {t.path or t.release}", t.release, None) for t in facts.toolkits]
     for subject, cuda_text, mode in candidates:
         cuda = versions.release(cuda_text)
-        if cuda is None or cuda < from_cuda or (mode or "size").lower() == "none":
+        if cuda is None or cuda < from_cuda or (mode or default).lower() == "none":
             continue
         yield {
             "subject": subject,
             "cuda": str(cuda),
-            "mode": mode or "size",
+            "mode": mode or default,
             "driver": driver[0],
             "min_driver": params["min_driver"],
         }
@@ -503,14 +452,24 @@ def replica_label(service: VllmService) -> str:
 
 def _model_trait(service: VllmService, trait: str) -> str:
     """The model and its trait, hedged when the trait was guessed from the model's name."""
-    model = service.model or "the model"
-    if service.model_guessed:
-        return f"{model}, probably a {trait} model (guessed from its name: no config.json read)"
-    return f"{model}, a {trait} model"
+    wording = registry.table("wording")["model_trait"]
+    template = wording["guessed" if service.model_guessed else "read"]
+    return str(template.format(model=service.model or "the model", trait=trait))
 
 
 def _probably(service: VllmService, sure: bool = True) -> str:
-    return "will" if sure and not service.model_guessed else "will probably"
+    """The verb "will", hedged when the prediction rests on a guess."""
+    wording = registry.table("wording")["will"]
+    return str(wording["sure" if sure and not service.model_guessed else "unsure"])
+
+
+def _turboquant_case(version: Version | None, fixed: Version, broken: Version) -> str | None:
+    """Which way TurboQuant fails on a hybrid model in vLLM `version`; None when it works."""
+    if version is None:
+        return "no_release"
+    if version < fixed:
+        return "before_fix"
+    return "broken_again" if version >= broken else None
 
 
 @evaluator
@@ -522,30 +481,18 @@ def vllm_turboquant_hybrid(facts: HostFacts, params: Mapping[str, Any]) -> Itera
         if not dtype.lower().startswith(prefixes) or service.hybrid is not True:
             continue
         version = versions.parse(service.version)
-        if version is not None and fixed <= version < broken:
+        case = _turboquant_case(version, fixed, broken)
+        if case is None:
             continue
-        if version is None:
-            detail = (
-                "the image names no vLLM release, and releases before "
-                f"{fixed} refuse TurboQuant on hybrid models while {broken} and later fail at "
-                "start-up (vllm#50709)"
-            )
-        elif version < fixed:
-            detail = (
-                f"vLLM {version} has no TurboQuant for hybrid models (it raises "
-                f"NotImplementedError, or predates TurboQuant); hybrid support came in {fixed}"
-            )
-        else:
-            detail = (
-                f"vLLM {version} fails at start-up with \"Unknown TurboQuant cache dtype: 'auto'\" "
-                "on hybrid models (vllm#50709, open)"
-            )
         yield {
             "subject": replica_label(service),
             "will": _probably(service, version is not None),
             "dtype": dtype,
             "model": _model_trait(service, "hybrid"),
-            "detail": detail,
+            "case": case,
+            "version": str(version or ""),
+            "fixed": str(fixed),
+            "broken_again": str(broken),
         }
 
 
@@ -574,11 +521,8 @@ def vllm_moe_max_num_seqs(facts: HostFacts, params: Mapping[str, Any]) -> Iterat
             continue
         yield {
             "subject": replica_label(service),
-            "max_num_seqs": (
-                f"--max-num-seqs {seqs}"
-                if seqs is not None
-                else "no --max-num-seqs (vLLM's default batch is 256 or more)"
-            ),
+            "max_num_seqs": "" if seqs is None else str(seqs),
+            "case": "unset" if seqs is None else "",
             "model": _model_trait(service, "MoE"),
             "ceiling": str(ceiling),
         }
@@ -607,6 +551,15 @@ def vllm_enforce_eager(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[
 
 
 @evaluator
-def log_only(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
-    """Rules seen only in logs (`gpuprov explain`): no fact proves them in advance."""
-    return iter(())
+def quantized_v_cache_without_flash_attn(
+    facts: HostFacts, params: Mapping[str, Any]
+) -> Iterator[Match]:
+    unquantized = set(params["unquantized"])
+    for server in facts.llama_servers:
+        cache = server.cache_type_v
+        if cache and cache not in unquantized and server.flash_attn == "off":
+            yield {
+                "subject": f"profile {server.name}: cache_type_v={cache}, flash_attn=off",
+                "profile": server.name or "",
+                "cache_type_v": cache,
+            }

@@ -12,28 +12,55 @@ from packaging.version import Version
 from checks import coverage, packaged, versions
 
 SEVERITIES = ("error", "warning", "info")
+# What can detect a rule (its `detected_by`): every route but "logs" runs the rule's evaluator.
+ROUTES = {
+    "host": "`gpuprov check` and the gate, on the host's probed facts",
+    "planned-build": "the gate, on the llama.cpp build it plans",
+    "planned-services": "the gate, on the planned vLLM replicas and llama-server profiles",
+    "logs": "`gpuprov explain`, through a log signature",
+}
+LOGS = "logs"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """The wording for one case an evaluator reports (a match's "case")."""
+
+    case: str
+    message: str | None = None
+    fix: str | None = None
 
 
 @dataclass(frozen=True)
 class Rule:
-    """One matrix rule. `check` names the evaluator; `params` are its data."""
+    """One matrix rule; `check` names its evaluator (None when only logs detect it)."""
 
     id: str
     title: str
     severity: str
-    check: str
     message: str
     fix: str
     why: str
     citations: tuple[str, ...]
+    detected_by: tuple[str, ...] = ()
+    check: str | None = None
+    fixed_by: str | None = None
     symptoms: tuple[str, ...] = ()
     params: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    variants: tuple[Variant, ...] = ()
     area: str = ""
+
+    def variant(self, case: str | None) -> Variant | None:
+        """The wording for `case`, or None for the rule's own message and fix."""
+        return next((v for v in self.variants if v.case == case), None)
 
     def docs(self) -> str:
         """The rule's documentation as Markdown: what, why, what you see, fix, sources."""
-        lines = [f"# {self.id}: {self.title}", "", f"Severity: {self.severity}", "", "## Why"]
-        lines += ["", self.why.strip(), ""]
+        lines = [f"# {self.id}: {self.title}", "", f"Severity: {self.severity}", ""]
+        lines += [f"Detected by: {', '.join(self.detected_by)}", ""]
+        if self.fixed_by:
+            lines += [f"Fixed by: the {self.fixed_by} role", ""]
+        lines += ["## Why", "", self.why.strip(), ""]
         if self.symptoms:
             lines += ["## What you see", ""] + [f"    {s}" for s in self.symptoms] + [""]
         fix = re.sub(r"\{(\w+)\}", r"<\1>", self.fix.strip())
@@ -42,28 +69,57 @@ class Rule:
         return "\n".join(lines) + "\n"
 
 
+def _rule(area: str, raw: dict[str, Any]) -> Rule:
+    return Rule(
+        id=raw["id"],
+        title=raw["title"],
+        severity=raw["severity"],
+        message=raw["message"],
+        fix=raw["fix"],
+        why=raw["why"],
+        citations=tuple(raw["citations"]),
+        detected_by=tuple(raw.get("detected_by", ())),
+        check=raw.get("check"),
+        fixed_by=raw.get("fixed_by"),
+        symptoms=tuple(raw.get("symptoms", ())),
+        params=raw.get("params", {}),
+        variants=tuple(
+            Variant(case=v["case"], message=v.get("message"), fix=v.get("fix"))
+            for v in raw.get("variant", ())
+        ),
+        area=area,
+    )
+
+
 @functools.cache
 def rules() -> tuple[Rule, ...]:
     """Every rule, ordered by ID."""
-    out = []
-    for area, content in packaged.toml_folder("checks.matrix", "rules"):
-        for raw in content["rule"]:
-            out.append(
-                Rule(
-                    id=raw["id"],
-                    title=raw["title"],
-                    severity=raw["severity"],
-                    check=raw["check"],
-                    message=raw["message"],
-                    fix=raw["fix"],
-                    why=raw["why"],
-                    citations=tuple(raw["citations"]),
-                    symptoms=tuple(raw.get("symptoms", ())),
-                    params=raw.get("params", {}),
-                    area=area,
-                )
-            )
+    out = [
+        _rule(area, raw)
+        for area, content in packaged.toml_folder("checks.matrix", "rules")
+        for raw in content["rule"]
+    ]
     return tuple(sorted(out, key=lambda r: r.id))
+
+
+def routed(route: str) -> tuple[Rule, ...]:
+    """The rules `route` detects."""
+    return tuple(r for r in rules() if route in r.detected_by)
+
+
+def fixed_by(role: str) -> tuple[str, ...]:
+    """The IDs of the rules the role `role` fixes when it runs."""
+    return tuple(r.id for r in rules() if r.fixed_by == role)
+
+
+def areas() -> dict[str, dict[str, Any]]:
+    """Each area (a rules file's stem): its ID `prefixes` and its `title`."""
+    return table("areas")
+
+
+def area_title(area: str) -> str:
+    """The title reports show for `area`; the stem itself when the area is not listed."""
+    return str(areas().get(area, {}).get("title", area))
 
 
 def rule(rule_id: str) -> Rule | None:

@@ -13,7 +13,7 @@ from packaging.version import Version
 from checks import coverage, versions
 from checks.facts.model import HostFacts, Toolkit
 from checks.matrix import registry
-from checks.matrix.evaluators import gpus_with_cc, host_driver, host_driver_cuda
+from checks.matrix.host import gpus_with_cc, host_driver, host_driver_cuda
 
 
 @dataclass(frozen=True)

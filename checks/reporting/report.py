@@ -37,4 +37,4 @@ def build(facts: HostFacts) -> Report:
     from checks.facts import gpus
 
     enriched = gpus.enrich(facts)
-    return Report(enriched, engine.evaluate(enriched), recommend.recommend(enriched))
+    return Report(enriched, engine.evaluate(enriched, route="host"), recommend.recommend(enriched))

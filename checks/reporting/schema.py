@@ -1,32 +1,65 @@
-"""JSON Schema of the report and facts, derived from their dataclasses.
+"""JSON Schemas of every `--json` output, derived from the dataclasses each one writes.
 
-The committed checks/reporting/report.schema.json is this module's output; a test keeps them equal.
-Regenerate with `python -m checks.reporting.schema > checks/reporting/report.schema.json`.
+The committed checks/reporting/schemas/<kind>.schema.json are this module's output (a test keeps
+them equal): `python -m checks.reporting.schema --write` regenerates them, `... KIND` prints one.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import types
 import typing
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from checks import packaged
 from checks.facts.model import FACTS_SCHEMA_VERSION, HostFacts
+from checks.logs.explain import Diagnosis
+from checks.logs.logsource import EXPLAIN_SCHEMA_VERSION, Result
 from checks.matrix.engine import SEVERITY_RANK, Finding
 from checks.reporting.recommend import Recommendation
 from checks.reporting.report import REPORT_SCHEMA_VERSION
 
+DRAFT = "https://json-schema.org/draft/2020-12/schema"
 _SCALARS = {str: "string", int: "integer", bool: "boolean", float: "number"}
+_STRING = {"type": "string"}
+_STRINGS = {"type": "array", "items": _STRING}
+# What deploy records for each operation: planned ("will change", "unchanged") or run.
+OPERATION_STATUSES = ("will change", "unchanged", "changed", "failed", "not run")
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def _closed(properties: dict[str, Any]) -> dict[str, Any]:
+    """An object with exactly these keys."""
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }
 
 
 def _type(hint: Any, defs: dict[str, Any]) -> dict[str, Any]:
     origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
-        inner = [a for a in typing.get_args(hint) if a is not type(None)]
-        return {"anyOf": [_type(inner[0], defs), {"type": "null"}]}
+        inner = [a for a in args if a is not type(None)]
+        return _nullable(_type(inner[0], defs))
+    if origin is tuple and args[-1] is not Ellipsis:  # a fixed pair such as (line, text)
+        return {
+            "type": "array",
+            "prefixItems": [_type(a, defs) for a in args],
+            "items": False,
+            "minItems": len(args),
+        }
     if origin in (list, tuple):
-        return {"type": "array", "items": _type(typing.get_args(hint)[0], defs)}
+        return {"type": "array", "items": _type(args[0], defs)}
     if origin is dict:
         return {"type": "object"}
     if dataclasses.is_dataclass(hint):
@@ -40,51 +73,151 @@ def _type(hint: Any, defs: dict[str, Any]) -> dict[str, Any]:
 
 def _object(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
     hints = typing.get_type_hints(cls)
-    fields = dataclasses.fields(cls)
-    return {
-        "type": "object",
-        "properties": {f.name: _type(hints[f.name], defs) for f in fields},
-        "required": [f.name for f in fields],
-        "additionalProperties": False,
-    }
+    properties = {f.name: _type(hints[f.name], defs) for f in dataclasses.fields(cls)}
+    if "severity" in properties:
+        properties["severity"] = {"enum": list(SEVERITY_RANK)}
+    if cls is HostFacts:
+        properties["schema_version"] = {"const": FACTS_SCHEMA_VERSION}
+    return _closed(properties)
 
 
-def report_schema() -> dict[str, Any]:
-    """The JSON Schema (draft 2020-12) of `gpuprov check --json`."""
-    defs: dict[str, Any] = {}
-    facts = _type(HostFacts, defs)
-    finding = _type(Finding, defs)
-    defs["Finding"]["properties"]["severity"] = {"enum": list(SEVERITY_RANK)}
-    defs["HostFacts"]["properties"]["schema_version"] = {"const": FACTS_SCHEMA_VERSION}
-    recommendation = _type(Recommendation, defs)
+def _document(
+    kind: str, title: str, version: int, properties: dict[str, Any], defs: dict[str, Any]
+) -> dict[str, Any]:
+    """A top-level object that starts with `schema_version`."""
     return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": "https://gpuprov.dev/schema/report-v1.json",
-        "title": "gpuprov check report",
-        "type": "object",
-        "properties": {
-            "schema_version": {"const": REPORT_SCHEMA_VERSION},
-            "facts": facts,
-            "findings": {"type": "array", "items": finding},
-            "recommendations": {"type": "array", "items": recommendation},
-        },
-        "required": ["schema_version", "facts", "findings", "recommendations"],
-        "additionalProperties": False,
+        "$schema": DRAFT,
+        "$id": f"https://gpuprov.dev/schema/{kind}-v{version}.json",
+        "title": title,
+        **_closed({"schema_version": {"const": version}, **properties}),
         "$defs": dict(sorted(defs.items())),
     }
 
 
+def report_schema() -> dict[str, Any]:
+    """`gpuprov check --json`."""
+    defs: dict[str, Any] = {}
+    properties = {
+        "facts": _type(HostFacts, defs),
+        "findings": _type(list[Finding], defs),
+        "recommendations": _type(list[Recommendation], defs),
+    }
+    return _document("report", "gpuprov check report", REPORT_SCHEMA_VERSION, properties, defs)
+
+
 def facts_schema() -> dict[str, Any]:
-    """The JSON Schema of `gpuprov facts --json` (and of a facts file given to --from)."""
-    schema = report_schema()
+    """`gpuprov facts --json`, and a facts file given to --from: HostFacts itself."""
+    defs: dict[str, Any] = {}
+    top = _type(HostFacts, defs)
     return {
-        "$schema": schema["$schema"],
-        "$id": "https://gpuprov.dev/schema/facts-v1.json",
+        "$schema": DRAFT,
+        "$id": f"https://gpuprov.dev/schema/facts-v{FACTS_SCHEMA_VERSION}.json",
         "title": "gpuprov host facts",
-        "$ref": "#/$defs/HostFacts",
-        "$defs": schema["$defs"],
+        **top,
+        "$defs": dict(sorted(defs.items())),
     }
 
 
+def explain_schema() -> dict[str, Any]:
+    """`gpuprov explain --json`: each log read, with its diagnoses."""
+    defs: dict[str, Any] = {}
+    _type(Diagnosis, defs)
+    properties = {"logs": _type(list[Result], defs)}
+    return _document(
+        "explain", "gpuprov explain diagnoses", EXPLAIN_SCHEMA_VERSION, properties, defs
+    )
+
+
+def rules_schema() -> dict[str, Any]:
+    """`gpuprov rules --json` and `gpuprov rules ID --json` (a list of one)."""
+    from provision.cli import RULES_SCHEMA_VERSION
+
+    rule = _closed(
+        {
+            "id": _STRING,
+            "title": _STRING,
+            "severity": {"enum": list(SEVERITY_RANK)},
+            "area": _STRING,
+            "why": _STRING,
+            "symptoms": _STRINGS,
+            "fix": _STRING,
+            "citations": _STRINGS,
+            "detected_by": _STRINGS,
+            "fixed_by": _nullable(_STRING),
+        }
+    )
+    properties = {"rules": {"type": "array", "items": {"$ref": "#/$defs/Rule"}}}
+    return _document("rules", "gpuprov rules", RULES_SCHEMA_VERSION, properties, {"Rule": rule})
+
+
+def converge_schema() -> dict[str, Any]:
+    """`gpuprov plan --json` and `gpuprov apply --json`: each host's gate, build and operations."""
+    from provision.converge_cli import CONVERGE_SCHEMA_VERSION
+
+    defs: dict[str, Any] = {}
+    host = _closed(
+        {
+            "skipped": _nullable(_STRING),
+            "findings": _type(list[Finding], defs),
+            "problems": _STRINGS,
+            "build": _nullable(_closed({"name": _STRING, "cuda_architectures": _STRINGS})),
+            "image": _nullable(
+                _closed({"ref": _STRING, "present": {"type": "boolean"}, "detail": _STRING})
+            ),
+            "vram": _nullable(
+                _closed({"fits": {"type": "boolean"}, "problems": _STRINGS, "table": _STRINGS})
+            ),
+            "operations": {
+                "type": "array",
+                "items": _closed({"name": _STRING, "status": {"enum": list(OPERATION_STATUSES)}}),
+            },
+            "changed": {"type": "integer"},
+            "failed": {"type": "boolean"},
+        }
+    )
+    defs["Host"] = host
+    properties = {
+        "inventory": _STRING,
+        "applied": {"type": "boolean"},
+        "hosts": {"type": "object", "additionalProperties": {"$ref": "#/$defs/Host"}},
+    }
+    return _document("converge", "gpuprov plan or apply", CONVERGE_SCHEMA_VERSION, properties, defs)
+
+
+SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
+    "report": report_schema,
+    "facts": facts_schema,
+    "explain": explain_schema,
+    "rules": rules_schema,
+    "converge": converge_schema,
+}
+
+
+def path(kind: str) -> Path:
+    """checks/reporting/schemas/<kind>.schema.json, `kind` a key of SCHEMAS."""
+    return packaged.path("checks.reporting", "schemas") / f"{kind}.schema.json"
+
+
+def committed(kind: str) -> dict[str, Any]:
+    return typing.cast(dict[str, Any], json.loads(path(kind).read_text(encoding="utf-8")))
+
+
+def dumps(kind: str) -> str:
+    return json.dumps(SCHEMAS[kind](), indent=2) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    if argv == ["--write"]:
+        for kind in SCHEMAS:
+            path(kind).write_text(dumps(kind), encoding="utf-8")
+        return 0
+    if len(argv) == 1 and argv[0] in SCHEMAS:
+        sys.stdout.write(dumps(argv[0]))
+        return 0
+    kinds = " | ".join(SCHEMAS)
+    print(f"usage: python -m checks.reporting.schema --write | {kinds}", file=sys.stderr)
+    return 2
+
+
 if __name__ == "__main__":
-    print(json.dumps(report_schema(), indent=2))
+    sys.exit(main(sys.argv[1:]))

@@ -13,6 +13,7 @@ from typing import Any
 from provision import deploy
 
 ROOT = Path(__file__).resolve().parents[2]
+CONFIG = ROOT / "ansible" / "ansible.cfg"  # its roles_path and filter_plugins
 BIN = Path(sys.executable).parent
 SSH_KEYS = ("ssh_user", "ssh_key", "ssh_known_hosts_file", "ssh_strict_host_key_checking")
 
@@ -59,16 +60,16 @@ def recap_changed(output: str) -> int:
 
 
 def run_local(
-    folder: Path, tasks: list[dict[str, Any]], variables: dict[str, Any], filter_plugins: list[Path]
+    folder: Path, tasks: list[dict[str, Any]], variables: dict[str, Any]
 ) -> subprocess.CompletedProcess[str]:
     """`tasks` under ansible-playbook on this machine (connection local), `variables` as extra
-    vars, with the roles' filter plugins; its files go under `folder`."""
+    vars, with ansible/ansible.cfg (so gpuprov's filters); its files go under `folder`."""
     play = [{"hosts": "localhost", "connection": "local", "gather_facts": False, "tasks": tasks}]
     (folder / "play.yml").write_text(json.dumps(play))
     (folder / "vars.json").write_text(json.dumps(variables))
     env = {
         **os.environ,
-        "ANSIBLE_FILTER_PLUGINS": ":".join(str(p) for p in filter_plugins),
+        "ANSIBLE_CONFIG": str(CONFIG),
         "PYTHONPATH": str(ROOT),
         "ANSIBLE_HOME": str(folder / "ansible-home"),
         "ANSIBLE_LOCAL_TEMP": str(folder / "ansible-tmp"),
@@ -92,9 +93,7 @@ def run_local(
     )
 
 
-def render(
-    folder: Path, sources: dict[str, str], variables: dict[str, Any], roles: list[str]
-) -> dict[str, bytes]:
+def render(folder: Path, sources: dict[str, str], variables: dict[str, Any]) -> dict[str, bytes]:
     """What Ansible's template module writes for each roles/<source>, by name."""
     out = folder / "out"
     out.mkdir()
@@ -102,7 +101,6 @@ def render(
         {"ansible.builtin.template": {"src": str(ROOT / "roles" / src), "dest": str(out / name)}}
         for name, src in sources.items()
     ]
-    plugins = [ROOT / "roles" / role / "filter_plugins" for role in roles]
-    done = run_local(folder, tasks, variables, plugins)
+    done = run_local(folder, tasks, variables)
     assert done.returncode == 0, done.stdout + done.stderr
     return {name: (out / name).read_bytes() for name in sources}

@@ -1,0 +1,69 @@
+"""What the rules read of a host: its driver and the CUDA it runs, its GPUs, what uses CUDA."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from packaging.version import Version
+
+from checks import coverage, versions
+from checks.facts.model import Gpu, HostFacts
+from checks.matrix import registry, require_cuda
+
+
+def host_driver(facts: HostFacts) -> tuple[str, Version] | None:
+    """The host driver version: userspace first, else the loaded kernel module."""
+    for text in (facts.driver.version, facts.driver.kernel_module_version):
+        version = versions.driver(text)
+        if text and version is not None:
+            return text, version
+    return None
+
+
+def host_driver_cuda(facts: HostFacts) -> Version | None:
+    """The CUDA the driver supports: as it reports it, else from the release table."""
+    reported = versions.release(facts.driver.cuda_version)
+    if reported is not None:
+        return reported
+    driver = host_driver(facts)
+    return registry.driver_cuda(driver[1]) if driver else None
+
+
+def gpu_label(gpu: Gpu) -> str:
+    """A GPU's label: its index and name, or the name alone when the index is unknown."""
+    name = gpu.name or "unknown GPU"
+    return f"GPU {gpu.index} ({name})" if gpu.index is not None else name
+
+
+def gpus_with_cc(facts: HostFacts) -> Iterator[tuple[Gpu, tuple[int, int]]]:
+    """Each GPU whose compute capability is known, with it as (major, minor)."""
+    for gpu in facts.gpus:
+        cc = coverage.cc_tuple(gpu.compute_capability)
+        if cc is not None:
+            yield gpu, cc
+
+
+def cuda_users(facts: HostFacts) -> Iterator[tuple[str, Version]]:
+    """Everything on the host built with (or building with) a CUDA version, and that version."""
+    for toolkit in facts.toolkits:
+        cuda = versions.release(toolkit.release or toolkit.version)
+        if cuda is not None:
+            yield f"CUDA toolkit {toolkit.path or toolkit.release}", cuda
+    for package in facts.python:
+        cuda = versions.release(package.cuda_version)
+        if cuda is not None:
+            yield f"{package.name} {package.version}", cuda
+    for build in facts.llamacpp:
+        cuda = versions.release(build.cuda_compiler_version)
+        if cuda is not None:
+            yield f"llama.cpp build {build.path or build.version}", cuda
+
+
+def requirement_met(require: str, facts: HostFacts) -> bool | None:
+    """Whether the NVIDIA Container Toolkit accepts NVIDIA_REQUIRE_CUDA `require` on this host;
+    None when the driver, its CUDA or the GPUs are unknown."""
+    driver = host_driver(facts)
+    driver_cuda = host_driver_cuda(facts)
+    if driver is None or driver_cuda is None:
+        return None
+    return require_cuda.accepts(require, driver[1], driver_cuda, facts.gpus)

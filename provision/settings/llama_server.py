@@ -1,0 +1,99 @@
+"""The llama_server role's settings: its profiles, one llama-server unit each."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from provision.settings import read
+from provision.settings.read import StackError
+
+CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+FLASH_ATTN = ("on", "off", "auto")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One llama-server instance: one systemd unit."""
+
+    name: str
+    model: str
+    alias: str
+    port: int
+    host: str = "127.0.0.1"
+    ctx_size: int = 4096
+    parallel: int = 1
+    gpu_layers: str = ""
+    flash_attn: str = "auto"
+    cache_type_k: str = "f16"
+    cache_type_v: str = "f16"
+    mlock: bool = False
+    threads: int = 0
+    api_key_env: str = ""
+    extra_args: tuple[str, ...] = ()
+
+    @property
+    def unit(self) -> str:
+        return f"gpuprov-llama-{self.name}.service"
+
+
+def profiles(v: Mapping[str, Any]) -> tuple[Profile, ...]:
+    """llama_server_profiles, each over llama_server_defaults; names and ports distinct."""
+    raw, base = v.get("llama_server_profiles"), v.get("llama_server_defaults") or {}
+    if not isinstance(raw, list):
+        raise StackError("llama_server_profiles", "must be a list of profiles")
+    if not isinstance(base, Mapping):
+        raise StackError("llama_server_defaults", "must be a mapping")
+    found: list[Profile] = []
+    for i, item in enumerate(raw):
+        where = f"llama_server_profiles[{i}]"
+        if not isinstance(item, Mapping):
+            raise StackError(where, "must be a mapping")
+        found.append(_profile(where, {**base, **item}))
+    for attr in ("name", "port"):
+        seen: set[object] = set()
+        for i, p in enumerate(found):
+            value = getattr(p, attr)
+            if value in seen:
+                raise StackError(f"llama_server_profiles[{i}].{attr}", f"duplicate {value!r}")
+            seen.add(value)
+    return tuple(found)
+
+
+def _profile(where: str, v: Mapping[str, Any]) -> Profile:
+    """One profile from its settings (the profile's entry over llama_server_defaults)."""
+    read.unknown(v, set(Profile.__dataclass_fields__), where)
+    name = read.name(v, "name", where)
+    raw_layers = v.get("gpu_layers", "")
+    if isinstance(raw_layers, bool):
+        raise StackError(f"{where}.gpu_layers", "a number, 'auto' or 'all', got a boolean")
+    gpu_layers = "" if raw_layers in (None, "") else str(raw_layers)
+    if gpu_layers and not (gpu_layers.isdigit() or gpu_layers in ("auto", "all")):
+        raise StackError(f"{where}.gpu_layers", f"a number, 'auto' or 'all', got {gpu_layers!r}")
+    flash = str(v.get("flash_attn", "auto"))
+    if flash not in FLASH_ATTN:
+        raise StackError(f"{where}.flash_attn", f"one of {', '.join(FLASH_ATTN)}, got {flash!r}")
+    caches = {}
+    for key in ("cache_type_k", "cache_type_v"):
+        caches[key] = str(v.get(key, "f16"))
+        if caches[key] not in CACHE_TYPES:
+            raise StackError(f"{where}.{key}", f"one of {', '.join(CACHE_TYPES)}")
+    api_key_env = read.env_name(v, "api_key_env", where)
+    return Profile(
+        name=name,
+        model=read.absolute(v, "model", where),
+        alias=read.text(v, "alias", where) if "alias" in v else name,
+        port=read.integer(v, "port", 1, 65535, where),
+        host=read.text(v, "host", where) if "host" in v else "127.0.0.1",
+        ctx_size=read.integer(v, "ctx_size", 0, 10_000_000, where) if "ctx_size" in v else 4096,
+        parallel=read.integer(v, "parallel", 1, 1024, where) if "parallel" in v else 1,
+        gpu_layers=gpu_layers,
+        flash_attn=flash,
+        cache_type_k=caches["cache_type_k"],
+        cache_type_v=caches["cache_type_v"],
+        mlock=read.boolean(v, "mlock", where) if "mlock" in v else False,
+        threads=read.integer(v, "threads", 0, 4096, where) if "threads" in v else 0,
+        api_key_env=api_key_env,
+        extra_args=read.strings(v, "extra_args", where) if "extra_args" in v else (),
+    )

@@ -1,0 +1,176 @@
+"""The JSON contract: every `--json` output carries schema_version and validates against its
+committed schema (checks/reporting/schemas/), and every command that takes --json has one."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import typer.main
+from pytest import CaptureFixture
+
+from checks.facts.model import HostFacts, from_dict
+from checks.reporting import schema
+from provision import gate, stack
+from provision.cli import app, emit
+from provision.converge_cli import Converge
+from provision.deploy import HostOutcome, OpResult, Run
+from tests.conftest import FIXTURES, REAL
+from tests.test_gate_vllm import R1, R2, judged
+
+GPUPROV = Path(sys.executable).parent / "gpuprov"
+# The schema each command's --json follows: checks/reporting/schemas/<kind>.schema.json.
+SCHEMA_OF = {
+    "check": "report",
+    "facts": "facts",
+    "explain": "explain",
+    "rules": "rules",
+    "plan": "converge",
+    "apply": "converge",
+}
+RTX_3060 = str(REAL / "nvsmi_xml__telegraf_rtx-3060-v12.xml")
+RTX_5090_OLD_DRIVER = str(FIXTURES / "rules" / "DRV-004" / "fail.json")
+LOGS = [str(p) for p in sorted(REAL.glob("err*.txt"))]
+# One host planned here (a build, no servers: no systemd needed), one that refuses the connection.
+INVENTORY = """\
+hosts = [("@local", {"llama_server_profiles": []}), ("127.0.0.1", {"ssh_port": 1})]
+"""
+# Runs of the real command line; "{facts}" and "{inventory}" are files written per test.
+RUNS: dict[str, list[list[str]]] = {
+    "check": [
+        ["check", "--from", RTX_3060, "--json"],
+        ["check", "--from", "{facts}", "--json", "--redact"],
+    ],
+    "facts": [["facts", "--from", RTX_3060, "--json"], ["facts", "--from", "{facts}", "--json"]],
+    "explain": [["explain", "--json", *LOGS], ["explain", "--json", LOGS[0], "--from", RTX_3060]],
+    "rules": [["rules", "--json"], ["rules", "CTR-002", "--json"]],
+    "plan": [["plan", "{inventory}", "--json"]],
+}
+CASES = [(command, argv) for command, runs in RUNS.items() for argv in runs]
+
+
+def json_commands() -> set[str]:
+    """The commands of the typer app that take --json."""
+    group = typer.main.get_command(app)
+    assert isinstance(group, typer.main.TyperGroup)
+    return {
+        name
+        for name, command in group.commands.items()
+        if any("--json" in getattr(p, "opts", ()) for p in command.params)
+    }
+
+
+def gpuprov(argv: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    case = json.loads(Path(RTX_5090_OLD_DRIVER).read_text())
+    facts = tmp_path / "facts.json"
+    facts.write_text(json.dumps({"schema_version": 1, "driver": {}, **case["facts"]}))
+    inventory = tmp_path / "inv.py"
+    inventory.write_text(INVENTORY)
+    args = [a.format(facts=facts, inventory=inventory) for a in argv]
+    return subprocess.run(
+        [str(GPUPROV), *args], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def validated(kind: str, data: Any) -> dict[str, Any]:
+    jsonschema.validate(data, schema.committed(kind))
+    assert isinstance(data, dict)
+    return data
+
+
+@pytest.mark.parametrize("kind", list(schema.SCHEMAS))
+def test_committed_schema_is_current(kind: str) -> None:
+    """Regenerate with `python -m checks.reporting.schema --write`."""
+    assert schema.committed(kind) == schema.SCHEMAS[kind]()
+
+
+def test_the_schema_folder_holds_exactly_the_generated_kinds() -> None:
+    found = {p.name for p in schema.path("report").parent.glob("*.schema.json")}
+    assert found == {f"{kind}.schema.json" for kind in schema.SCHEMAS}
+
+
+def test_every_command_with_json_has_a_schema_and_a_run() -> None:
+    """apply changes hosts: its JSON is checked on a run made in test_apply_json below."""
+    assert json_commands() == set(SCHEMA_OF)
+    assert set(SCHEMA_OF.values()) == set(schema.SCHEMAS)
+    assert set(RUNS) == set(SCHEMA_OF) - {"apply"}
+
+
+@pytest.mark.parametrize(("command", "argv"), CASES, ids=[" ".join(a) for _, a in CASES])
+def test_json_output_validates_against_the_committed_schema(
+    command: str, argv: list[str], tmp_path: Path
+) -> None:
+    done = gpuprov(argv, tmp_path)
+    assert done.returncode in (0, 1), done.stderr
+    kind = SCHEMA_OF[command]
+    data = validated(kind, json.loads(done.stdout))
+    without_version = {k: v for k, v in data.items() if k != "schema_version"}
+    with pytest.raises(jsonschema.ValidationError):
+        validated(kind, without_version)
+    with pytest.raises(jsonschema.ValidationError):
+        validated(kind, {**data, "unexpected": True})
+
+
+@pytest.mark.parametrize(("command", "argv"), CASES, ids=[" ".join(a) for _, a in CASES])
+def test_without_json_the_same_run_prints_its_text_view(
+    command: str, argv: list[str], tmp_path: Path
+) -> None:
+    with_json = gpuprov(argv, tmp_path)
+    text = gpuprov([a for a in argv if a != "--json"], tmp_path)
+    assert text.returncode == with_json.returncode, text.stderr
+    assert text.stdout.strip() and not text.stdout.lstrip().startswith("{")
+    assert "Traceback" not in text.stderr
+
+
+def test_plan_json_shows_the_planned_and_the_skipped_host(tmp_path: Path) -> None:
+    data = json.loads(gpuprov(["plan", "{inventory}", "--json"], tmp_path).stdout)
+    local, down = data["hosts"]["@local"], data["hosts"]["127.0.0.1"]
+    assert data["applied"] is False
+    assert local["skipped"] is None and local["build"]["name"].startswith("b")
+    assert [f["rule"] for f in local["findings"]][:1] == ["GPU-001"]
+    assert local["findings"][0]["fix"]  # the same Finding as in the check report
+    assert down["skipped"] == "could not connect" and down["operations"] == []
+
+
+def test_apply_json(capsys: CaptureFixture[str]) -> None:
+    """What apply prints: each host's gate, build, image, VRAM budget and operation results."""
+    vllm = judged("host_dual3090_580", {"vllm_replicas": [R1, R2]})
+    case = json.loads((FIXTURES / "stack" / "rtx3090-cuda12.8.json").read_text())
+    profile = {"name": "main", "model": "/srv/models/m.gguf", "port": 8080}
+    llama = gate.judge(
+        "llama",
+        from_dict(HostFacts, case["facts"]),
+        stack.from_data({"llama_server_profiles": [profile]}),
+    )
+    outcomes = {
+        "vllm": HostOutcome(
+            "vllm",
+            vllm,
+            ops=[
+                OpResult("Pull the image", "changed"),
+                OpResult("Start qwen-1", "failed"),
+                OpResult("Start qwen-2", "not run"),
+            ],
+        ),
+        "llama": HostOutcome("llama", llama, ops=[OpResult("Build", "changed")]),
+        "down": HostOutcome("down", skipped="could not connect"),
+    }
+    run = Run("inv.py", state=None, plans={}, outcomes=outcomes)  # type: ignore[arg-type]
+    emit(Converge(run, applied=True), as_json=True)
+    data = validated("converge", json.loads(capsys.readouterr().out))
+    hosts = data["hosts"]
+    assert data["applied"] is True
+    assert hosts["vllm"]["image"]["ref"] == "vllm/vllm-openai:v0.21.0"
+    assert hosts["vllm"]["vram"]["fits"] is True and hosts["vllm"]["vram"]["table"]
+    assert (hosts["vllm"]["changed"], hosts["vllm"]["failed"]) == (1, True)
+    assert hosts["llama"]["build"]["cuda_architectures"] == ["86"]
+    assert hosts["down"]["skipped"] == "could not connect"
+    emit(Converge(run, applied=True), as_json=False)
+    text = capsys.readouterr().out
+    assert "vllm: 1 changed, 1 unchanged, 1 FAILED" in text
+    assert "down: not changed: could not connect" in text
