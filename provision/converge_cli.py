@@ -22,11 +22,21 @@ def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def no_known_hosts_file(record: logging.LogRecord) -> bool:
+    """False for pyinfra's warning that a known_hosts file is absent: there is nothing to load
+    yet, and the first connection writes it (accept-new). A damaged file still warns."""
+    missing = isinstance(record.args, tuple) and any(
+        isinstance(a, FileNotFoundError) for a in record.args
+    )
+    return not (missing and str(record.msg).startswith("Failed to load host keys"))
+
+
 def _logging(verbose: bool) -> None:
     """pyinfra's own messages (progress, file diffs) to stderr."""
     logger = logging.getLogger("pyinfra")
     logger.handlers[:] = [logging.StreamHandler(sys.stderr)]
     logger.handlers[0].setFormatter(logging.Formatter("%(message)s"))
+    logger.handlers[0].addFilter(no_known_hosts_file)
     logger.setLevel(logging.INFO if verbose else logging.WARNING)
     logger.propagate = False
 
@@ -159,7 +169,7 @@ def converge(
                     return 1
             if pending:
                 deploy.execute(run)
-            else:
+            elif not any(o.skipped for o in run.outcomes.values()):
                 _say("gpuprov: nothing to change")
         _output(run, True, as_json)
         return _code(run)

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import importlib.util
 import logging
@@ -33,7 +34,7 @@ from pyinfra.context import host as current_host
 from pyinfra.facts.server import Command
 
 from provision import gate as gates
-from provision import lock, nginx, role_table, servicefacts, stack
+from provision import host_shell, lock, nginx, role_table, servicefacts, stack
 from provision.hostplan import HostPlan, secrets
 
 log = logging.getLogger("gpuprov")
@@ -142,6 +143,10 @@ def start(path: str, limit: list[str] | None, diff: bool) -> Run:
     for h in hosts:
         if h not in state.activated_hosts or h in state.failed_hosts:
             outcomes[h.name].skipped = "could not connect"
+        elif problem := host_shell.privilege_problem(h):
+            outcomes[h.name].skipped = problem
+            with contextlib.suppress(PyinfraError):  # raised once no host remains
+                state.fail_hosts({h})
     plans: dict[str, HostPlan] = {}
     connected = [h for h in hosts if not outcomes[h.name].skipped]
     outputs = get_facts(state, gates.Probes) if connected else {}

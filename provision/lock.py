@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pyinfra.api.command import QuoteString, StringCommand
 from pyinfra.api.host import Host
 
+from provision import host_shell
+
 PATH = "/run/gpuprov/apply.lock"
 POLL = 2.0
 
@@ -30,8 +32,8 @@ def _run(host: Host, script: str, *args: str) -> tuple[bool, str]:
     command = StringCommand(
         "sh", "-c", QuoteString(script), "gpuprov-lock", *map(QuoteString, args)
     )
-    ok, output = host.run_shell_command(command)
-    return ok, "\n".join(line.line for line in output).strip()
+    ok, output = host_shell.run(host, command)
+    return ok, "\n".join(output.stdout_lines).strip()  # sudo may warn on stderr
 
 
 TRY = (

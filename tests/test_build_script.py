@@ -233,9 +233,13 @@ def test_binary_that_does_not_run_leaves_current(prefix: Path, tmp_path: Path) -
 
 
 def test_git_bad_ref_leaves_current(prefix: Path, remote: str) -> None:
-    done = build(prefix, "bad-ref", ["--git-url", remote, "--ref", "does-not-exist"])
+    """The fetch is tried --fetch-attempts times, each attempt shown, then the build fails."""
+    source = ["--git-url", remote, "--ref", "does-not-exist"]
+    done = build(prefix, "bad-ref", [*source, "--fetch-attempts", "2", "--retry-delay", "0"])
     assert done.returncode != 0
     assert "does-not-exist" in done.stderr
+    assert "(attempt 1/2)" in done.stdout and "(attempt 2/2)" in done.stdout
+    assert "fetching does-not-exist failed 2 times" in done.stderr
     assert_untouched(prefix, "bad-ref", "first")
 
 

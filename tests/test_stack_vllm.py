@@ -128,9 +128,7 @@ def test_replica_secrets_come_from_the_environment() -> None:
     assert err.value.field == "vllm_replicas[0].api_key_env"
 
 
-@pytest.mark.parametrize(
-    "name", ["home.py", "dual3090_replicas.py", "dual3090_moe.py", "rtx5090_llama.py"]
-)
+@pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "inventories").glob("*.py")))
 def test_shipped_inventories_validate(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_TOKEN", "hf_test")
     path = str(ROOT / "inventories" / name)

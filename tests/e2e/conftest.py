@@ -9,7 +9,10 @@ so compiler output survives between runs.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +21,7 @@ from provision.testhost.machine import missing_requirements
 from provision.testhost.state import state_dir
 
 MakeHost = Callable[..., hosts.TestHost]
+SDIST = "llama-cpp-python==0.3.36"
 
 
 def require_testhosts() -> None:
@@ -57,3 +61,30 @@ def testhost_factory_fixture() -> Iterator[MakeHost]:
 def testhost_fixture(testhost_factory: MakeHost) -> hosts.TestHost:
     """The shared host e2e1."""
     return testhost_factory("e2e1")
+
+
+@pytest.fixture(scope="session")
+def sdist() -> Path:
+    """The llama-cpp-python sdist (llama.cpp's source in vendor/), downloaded once."""
+    cache = state_dir() / "sources"
+    cache.mkdir(parents=True, exist_ok=True)
+    found = sorted(cache.glob("llama_cpp_python-*.tar.gz"))
+    if not found:
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                "-d",
+                str(cache),
+                SDIST,
+            ],
+            check=True,
+        )
+        found = sorted(cache.glob("llama_cpp_python-*.tar.gz"))
+    return found[-1]

@@ -83,7 +83,13 @@ class Inventory:
 def gpuprov(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     done = subprocess.run(
-        [*GPUPROV, *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=timeout
+        [*GPUPROV, *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,  # no terminal: nothing may wait for an answer
     )
     sys.stderr.write(done.stderr[-4000:])
     return done

@@ -9,7 +9,6 @@ canary timer. Nothing is stubbed. The tests run in order and share one host and 
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +17,6 @@ from typing import Any
 import pytest
 
 from provision.testhost import hosts
-from provision.testhost.state import state_dir
 from tests.e2e.hosts import (
     GPUPROV,
     ROOT,
@@ -31,38 +29,10 @@ from tests.e2e.hosts import (
 )
 from tests.support import tiny_gguf
 
-SDIST = "llama-cpp-python==0.3.36"
 MODEL = "/srv/models/tiny.gguf"
 PREFIX = "/opt/gpuprov/llama.cpp"
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="session")
-def sdist() -> Path:
-    """The llama-cpp-python sdist (llama.cpp's source in vendor/), downloaded once."""
-    cache = state_dir() / "sources"
-    cache.mkdir(parents=True, exist_ok=True)
-    found = sorted(cache.glob("llama_cpp_python-*.tar.gz"))
-    if not found:
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "-q",
-                "--no-deps",
-                "--no-binary",
-                ":all:",
-                "-d",
-                str(cache),
-                SDIST,
-            ],
-            check=True,
-        )
-        found = sorted(cache.glob("llama_cpp_python-*.tar.gz"))
-    return found[-1]
 
 
 @pytest.fixture(scope="module")

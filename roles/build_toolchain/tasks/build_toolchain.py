@@ -8,7 +8,7 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.files import File
 from pyinfra.operations import apt, server
 
-from provision import build
+from provision import build, retry
 from provision.hostplan import HostPlan
 
 
@@ -19,7 +19,13 @@ def build_toolchain(plan: HostPlan) -> None:
     installed = host.get_fact(DebPackages) or {}
     missing = [p for p in plan.variables["build_toolchain_packages"] if p not in installed]
     if missing:
-        apt.packages(name="Install build packages", packages=missing, update=True)
+        apt.packages(
+            name="Install build packages",
+            packages=missing,
+            update=True,
+            _retries=retry.ATTEMPTS,
+            _retry_delay=retry.DELAY,
+        )
     release = plan.gate.install_cuda
     if not release:
         return
@@ -29,9 +35,13 @@ def build_toolchain(plan: HostPlan) -> None:
         server.shell(
             name="Add NVIDIA's CUDA apt repository",
             commands=[build.cuda_keyring_command(repo)],
+            _retries=retry.ATTEMPTS,
+            _retry_delay=retry.DELAY,
         )
     apt.packages(
         name=f"Install CUDA toolkit {release}",
         packages=[f"cuda-toolkit-{release.replace('.', '-')}"],
         update=True,
+        _retries=retry.ATTEMPTS,
+        _retry_delay=retry.DELAY,
     )

@@ -11,7 +11,7 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.files import File
 from pyinfra.operations import apt, files, systemd
 
-from provision import stack, templates
+from provision import retry, stack, templates
 from provision.hostplan import HostPlan
 
 FILES = stack.role_path("canary", "files")
@@ -27,7 +27,13 @@ def canary(plan: HostPlan) -> None:
             systemd.service(name="Stop the canary", service=TIMER, running=False, enabled=False)
         return
     if "python3-requests" not in (host.get_fact(DebPackages) or {}):
-        apt.packages(name="Install python3-requests", packages=["python3-requests"], update=True)
+        apt.packages(
+            name="Install python3-requests",
+            packages=["python3-requests"],
+            update=True,
+            _retries=retry.ATTEMPTS,
+            _retry_delay=retry.DELAY,
+        )
     profiles = [dataclasses.asdict(p) for p in plan.stack.profiles]
     replicas = [dataclasses.asdict(r) for r in plan.stack.vllm.replicas]
     ops = [

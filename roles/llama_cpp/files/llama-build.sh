@@ -3,10 +3,11 @@
 # runs. A build that fails leaves `current`, and the server using it, untouched.
 #
 # llama-build.sh --prefix P --name N (--git-url U --ref R | --tarball T [--subdir S])
-#                [--jobs J] [--ccache-dir D] [--expect-archs "86 120a"] -- CMAKE_ARGS...
+#                [--jobs J] [--ccache-dir D] [--expect-archs "86 120a"]
+#                [--fetch-attempts N] [--retry-delay S] -- CMAKE_ARGS...
 set -eu
 
-prefix= name= git_url= ref= tarball= subdir= jobs=0 ccache_dir= expect=
+prefix= name= git_url= ref= tarball= subdir= jobs=0 ccache_dir= expect= attempts=3 delay=10
 while [ $# -gt 0 ]; do
     case "$1" in
         --prefix) prefix=$2; shift 2 ;;
@@ -18,6 +19,8 @@ while [ $# -gt 0 ]; do
         --jobs) jobs=$2; shift 2 ;;
         --ccache-dir) ccache_dir=$2; shift 2 ;;
         --expect-archs) expect=$2; shift 2 ;;
+        --fetch-attempts) attempts=$2; shift 2 ;;
+        --retry-delay) delay=$2; shift 2 ;;
         --) shift; break ;;
         *) echo "llama-build: unknown argument $1" >&2; exit 2 ;;
     esac
@@ -61,9 +64,16 @@ if [ -n "$tarball" ]; then
         src=${src%/tools/server/CMakeLists.txt}
     fi
 else
-    say "fetching $ref from $git_url"
     git -C "$work/src" init -q
-    git -C "$work/src" fetch -q --depth 1 "$git_url" "$ref"
+    # The network is the one step here that fails transiently: try the fetch again, not the build.
+    attempt=1
+    while :; do
+        say "fetching $ref from $git_url (attempt $attempt/$attempts)"
+        git -C "$work/src" fetch -q --depth 1 "$git_url" "$ref" && break
+        [ "$attempt" -lt "$attempts" ] || { echo "llama-build: fetching $ref failed $attempts times" >&2; exit 1; }
+        attempt=$((attempt + 1))
+        sleep "$delay"
+    done
     git -C "$work/src" -c advice.detachedHead=false checkout -q FETCH_HEAD
     src="$work/src"
 fi

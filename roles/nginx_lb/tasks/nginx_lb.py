@@ -18,7 +18,7 @@ from pyinfra.facts.files import File
 from pyinfra.facts.server import Command
 from pyinfra.operations import apt, files, server, systemd
 
-from provision import nginx, stack
+from provision import nginx, retry, stack
 from provision.hostplan import HostPlan
 
 FILES = stack.role_path("nginx_lb", "files")
@@ -45,7 +45,13 @@ def nginx_lb(plan: HostPlan) -> None:
         return
     config = nginx.render(v)  # a bad value stops here, before any operation runs
     if "nginx" not in (host.get_fact(DebPackages) or {}):
-        apt.packages(name="Install nginx", packages=["nginx"], update=True)
+        apt.packages(
+            name="Install nginx",
+            packages=["nginx"],
+            update=True,
+            _retries=retry.ATTEMPTS,
+            _retry_delay=retry.DELAY,
+        )
     systemd.service(name=f"Run {SERVICE}", service=SERVICE, running=True, enabled=True)
     files.put(
         name="Balancer install script",

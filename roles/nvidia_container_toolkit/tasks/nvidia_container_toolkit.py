@@ -20,7 +20,7 @@ from pyinfra.facts.server import Which
 from pyinfra.operations import files, python, server
 
 from checks.facts.model import HostFacts
-from provision import stack, toolkit
+from provision import host_shell, retry, stack, toolkit
 from provision.hostplan import HostPlan
 
 FILES = stack.role_path("nvidia_container_toolkit", "files")
@@ -73,8 +73,18 @@ def _refuse(message: str) -> None:
 
 def _install(repository: list[str], packages: list[str]) -> list[OperationMeta]:
     return [
-        server.shell(name="Add NVIDIA's container toolkit apt repository", commands=repository),
-        server.shell(name="Install the NVIDIA Container Toolkit", commands=packages),
+        server.shell(
+            name="Add NVIDIA's container toolkit apt repository",
+            commands=repository,
+            _retries=retry.ATTEMPTS,
+            _retry_delay=retry.DELAY,
+        ),
+        server.shell(
+            name="Install the NVIDIA Container Toolkit",
+            commands=packages,
+            _retries=retry.ATTEMPTS,
+            _retry_delay=retry.DELAY,
+        ),
     ]
 
 
@@ -117,8 +127,8 @@ def recheck(state: State, host: Host, base: HostFacts, mode: str) -> bool:
     """Run the container probes on the host now; False (the host fails, the message says why)
     while the mode's rules (toolkit.rules_for) still fire on what they find."""
     command = StringCommand("sh", "-c", QuoteString(toolkit.PROBE_SCRIPT))
-    _, output = host.run_shell_command(command)
-    text = "\n".join(line.line for line in output) + "\n"
+    _, output = host_shell.run(host, command)
+    text = "\n".join(output.stdout_lines) + "\n"
     found = toolkit.problems(base, toolkit.fresh_facts(text, host.name), mode)
     if found:
         host.log_styled(toolkit.failure_message(host.name, found), fg="red", log_func=logger.error)

@@ -13,12 +13,13 @@ import dataclasses
 import shlex
 from io import StringIO
 
+from pyinfra.api.command import StringCommand
 from pyinfra.api.deploy import deploy
 from pyinfra.context import host
 from pyinfra.operations import files, python, server
 
 from checks.services import vllm_images
-from provision import servicefacts, templates, units
+from provision import host_shell, retry, servicefacts, templates, units
 from provision.hostplan import HostPlan
 
 
@@ -28,7 +29,8 @@ class PreflightError(RuntimeError):
 
 def preflight(plan: HostPlan, image: str) -> None:
     """Read the pulled image's environment and refuse it if the driver cannot run it."""
-    ok, output = host.run_shell_command(servicefacts.inspect_command(plan.stack.vllm.engine, image))
+    command = servicefacts.inspect_command(plan.stack.vllm.engine, image)
+    ok, output = host_shell.run(host, StringCommand(command))
     text = "\n".join(line for line in output.stdout_lines) if ok else ""
     found = vllm_images.image_from_inspect(text) if text else None
     if found is None:
@@ -52,6 +54,8 @@ def vllm(plan: HostPlan) -> None:
             server.shell(
                 name=f"Pull {image}",
                 commands=[f"{shlex.quote(settings.engine)} pull {shlex.quote(image)}"],
+                _retries=retry.ATTEMPTS,
+                _retry_delay=retry.DELAY,
             )
             python.call(
                 name=f"Check {image} against the driver", function=preflight, plan=plan, image=image
