@@ -17,6 +17,7 @@ ROUTES = {
     "host": "`gpuprov check` and the gate, on the host's probed facts",
     "planned-build": "the gate, on the llama.cpp build it plans",
     "planned-services": "the gate, on the planned vLLM replicas and llama-server profiles",
+    "image": "the image preflight, on a container image before it runs (plan; apply after a pull)",
     "logs": "`gpuprov explain`, through a log signature",
 }
 LOGS = "logs"

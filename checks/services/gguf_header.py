@@ -296,8 +296,10 @@ def summary(stream: BinaryIO) -> GgufInfo | None:
 
 
 def _source() -> str:
-    with open(__file__, encoding="utf-8") as f:
-        return f.read()
+    """This module's own source: the reader that runs on the host (standard library only)."""
+    from checks import packaged  # here, not above: on the host this file runs alone
+
+    return packaged.path("checks.services", "gguf_header.py").read_text(encoding="utf-8")
 
 
 def remote_command(path: str) -> str:

@@ -22,7 +22,6 @@ from checks.matrix import engine, registry
 from checks.matrix.engine import Finding
 
 REPOSITORY = "vllm/vllm-openai"
-PREFLIGHT_RULES = ("CTR-001", "CTR-002")
 
 _VERSION = r"\d+\.\d+\.\d+(?:\.\d+|\.post\d+)?"
 _RELEASE = re.compile(rf"v?({_VERSION})")
@@ -296,5 +295,4 @@ def preflight(facts: HostFacts, image: ContainerImage) -> list[Finding]:
     """
     planned = copy.deepcopy(facts)
     planned.containers.images = [image]
-    rules = tuple(r for r in registry.rules() if r.id in PREFLIGHT_RULES)
-    return engine.evaluate(planned, rules)
+    return engine.evaluate(planned, route="image")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from provision.testhost import hosts
+from tests.support import tiny_gguf
 
 ROOT = Path(__file__).resolve().parents[2]
 GPUPROV = [str(Path(sys.executable).parent / "gpuprov")]
@@ -103,3 +104,19 @@ def apply(inventory: Inventory, **changes: Any) -> tuple[int, dict[str, Any], st
 
 def host_report(report: dict[str, Any], inventory: Inventory) -> dict[str, Any]:
     return dict(report["hosts"][inventory.name])
+
+
+def put_tiny_model(host: Host, folder: Path, path: str) -> None:
+    """A tiny GGUF model written with the gguf package, copied to `path` on the host (0644)."""
+    model = tiny_gguf.write(folder / "tiny.gguf")
+    host.run(f"mkdir -p {os.path.dirname(path)}")
+    subprocess.run(
+        [
+            "scp",
+            *hosts.ssh_options(host.record.ssh_key, host.record.known_hosts),
+            str(model),
+            f"root@{host.record.address}:{path}",
+        ],
+        check=True,
+    )
+    host.run(f"chmod 644 {path}")

@@ -25,9 +25,9 @@ from tests.e2e.hosts import (
     apply,
     gpuprov,
     host_report,
+    put_tiny_model,
     wait_for,
 )
-from tests.support import tiny_gguf
 
 MODEL = "/srv/models/tiny.gguf"
 PREFIX = "/opt/gpuprov/llama.cpp"
@@ -39,18 +39,7 @@ pytestmark = pytest.mark.e2e
 def host(testhost_factory: Callable[[str], hosts.TestHost], tmp_path_factory: Any) -> Host:
     record = testhost_factory("e2e-llama")
     h = Host(record)
-    model = tiny_gguf.write(tmp_path_factory.mktemp("model") / "tiny.gguf")
-    h.run("mkdir -p /srv/models")
-    subprocess.run(
-        [
-            "scp",
-            *hosts.ssh_options(record.ssh_key, record.known_hosts),
-            str(model),
-            f"root@{record.address}:{MODEL}",
-        ],
-        check=True,
-    )
-    h.run(f"chmod 644 {MODEL}")
+    put_tiny_model(h, tmp_path_factory.mktemp("model"), MODEL)
     return h
 
 

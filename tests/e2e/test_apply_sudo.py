@@ -19,10 +19,19 @@ from typing import Any
 import pytest
 
 from provision.testhost import hosts
-from tests.e2e.hosts import GPUPROV, ROOT, Host, Inventory, apply, gpuprov, host_report
+from tests.e2e.hosts import (
+    GPUPROV,
+    ROOT,
+    Host,
+    Inventory,
+    apply,
+    gpuprov,
+    host_report,
+    put_tiny_model,
+)
 from tests.e2e.test_apply_llama import MODEL
 from tests.e2e.test_apply_vllm import DOCKER_INFO, GPUS_580, IMAGES, REPLICA
-from tests.support import standins, tiny_gguf
+from tests.support import standins
 
 pytestmark = pytest.mark.e2e
 
@@ -51,18 +60,7 @@ def host(testhost_factory: Callable[[str], hosts.TestHost], tmp_path_factory: An
     h = Host(record)
     _user(h, OPS, sudo=True)
     _user(h, NOSUDO, sudo=False)
-    model = tiny_gguf.write(tmp_path_factory.mktemp("model") / "tiny.gguf")
-    h.run("mkdir -p /srv/models")
-    subprocess.run(
-        [
-            "scp",
-            *hosts.ssh_options(record.ssh_key, record.known_hosts),
-            str(model),
-            f"root@{record.address}:{MODEL}",
-        ],
-        check=True,
-    )
-    h.run(f"chmod 644 {MODEL}")
+    put_tiny_model(h, tmp_path_factory.mktemp("model"), MODEL)
     return h
 
 
