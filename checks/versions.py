@@ -16,17 +16,32 @@ _CUDA = re.compile(r"(\d{1,2})\.(\d{1,2})(?:\.(\d{1,3}))?")
 _KERNEL = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?(?:[-.](\d+))?(.*)")
 
 
-def driver(text: str | None) -> Version | None:
-    """An NVIDIA driver version ("580.65.06", "570.26", "R570 570.124.04") as a Version.
+class DriverVersion(Version):
+    """A driver version that compares as a Version and prints as NVIDIA writes it.
 
-    Leading zeros in a component do not change its order: 580.65.06 == 580.65.6.
+    Leading zeros in a component do not change its order (580.65.06 == 580.65.6), but str()
+    keeps them: 580.65.06, never 580.65.6.
     """
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+    def __str__(self) -> str:
+        return getattr(self, "text", None) or super().__str__()
+
+    def __reduce__(self) -> tuple[type[DriverVersion], tuple[str]]:
+        return DriverVersion, (str(self),)
+
+
+def driver(text: str | None) -> DriverVersion | None:
+    """An NVIDIA driver version ("580.65.06", "570.26", "R570 570.124.04") as a DriverVersion."""
     if not text:
         return None
     match = _DRIVER.search(text)
-    if match is None:
-        return None
-    return Version(".".join(part for part in match.groups() if part is not None))
+    return DriverVersion(match.group(0)) if match is not None else None
 
 
 def branch(text: str | None) -> int | None:

@@ -1,17 +1,20 @@
 """The gpuprov command line: check, facts, rules, explain, plan, apply (and testhost).
 
-Exit codes: 0 clean, 1 a finding reached --fail-on, 2 usage errors or unreadable input.
+Exit codes: 0 clean, 1 a finding reached --fail-on, 2 usage errors or unreadable input, 3 an
+internal error (one line; `gpuprov --debug ...` shows its traceback).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import traceback
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Any, Protocol
 
 import typer
+from typer.core import TyperGroup
 
 from checks.facts.model import HostFacts, to_dict
 
@@ -20,12 +23,44 @@ if TYPE_CHECKING:
     from checks.matrix.registry import Rule
 
 RULES_SCHEMA_VERSION = 1
+INTERNAL_ERROR = 3
+_debug = {"on": False}  # set by --debug, read when an unexpected exception ends the command
+
+
+def internal_error(exc: Exception, debug: bool) -> None:
+    """Print an unexpected exception as one line on stderr, or with its traceback under --debug.
+
+    Secrets read from the environment are masked in either.
+    """
+    from provision.envsecrets import scrub
+
+    if debug:
+        print(scrub("".join(traceback.format_exception(exc))), end="", file=sys.stderr)
+    message = " ".join(scrub(str(exc)).splitlines())
+    line = f"gpuprov: internal error: {type(exc).__name__}" + (f": {message}" if message else "")
+    print(line if debug else f"{line}; rerun with --debug for the traceback", file=sys.stderr)
+
+
+class _Group(TyperGroup):
+    """The command group: an exception click did not handle ends as one line and exit 3."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        _debug["on"] = False
+        try:
+            return super().main(*args, **kwargs)
+        except Exception as exc:  # usage errors, Exit and Abort are SystemExit by now
+            if not kwargs.get("standalone_mode", True):
+                raise
+            internal_error(exc, _debug["on"])
+            sys.exit(INTERNAL_ERROR)
+
 
 app = typer.Typer(
     name="gpuprov",
     help="Check, explain and provision NVIDIA GPU boxes for LLM inference.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    cls=_Group,
 )
 
 
@@ -46,8 +81,12 @@ def _options(
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
     ] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show the traceback of an internal error (exit 3).")
+    ] = False,
 ) -> None:
     """Check, explain and provision NVIDIA GPU boxes for LLM inference."""
+    _debug["on"] = debug
 
 
 class FailOn(str, Enum):

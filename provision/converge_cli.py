@@ -151,6 +151,8 @@ def converge(
     except deploy.InventoryError as exc:
         _say(f"gpuprov: {exc}")
         return 2
+    for name, reason in run.unreachable.items():
+        _say(f"gpuprov: cannot connect to {name}: {reason}")
     try:
         if not apply:
             deploy.add_operations(run, force)

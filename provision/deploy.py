@@ -9,6 +9,7 @@ import contextlib
 import fnmatch
 import importlib.util
 import logging
+import socket
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -21,9 +22,9 @@ from typing import Any
 import gevent
 from pyinfra.api import output
 from pyinfra.api.config import Config
-from pyinfra.api.connect import connect_all, disconnect_all
+from pyinfra.api.connect import disconnect_all
 from pyinfra.api.deploy import add_deploy, deploy
-from pyinfra.api.exceptions import PyinfraError
+from pyinfra.api.exceptions import ConnectError, PyinfraError
 from pyinfra.api.facts import get_facts
 from pyinfra.api.host import Host
 from pyinfra.api.inventory import Inventory
@@ -74,6 +75,7 @@ class Run:
     state: State
     plans: dict[str, HostPlan]
     outcomes: dict[str, HostOutcome]
+    unreachable: dict[str, str] = field(default_factory=dict)  # host name: why
 
 
 def load_inventory(
@@ -84,7 +86,9 @@ def load_inventory(
     The returned State is not initialised yet: pyinfra loads inventory files inside one.
     """
     from pyinfra.context import ctx_state
+    from pyinfra_cli.exceptions import UnexpectedExternalError
     from pyinfra_cli.inventory import make_inventory
+    from pyinfra_cli.util import exec_file
 
     file = Path(path)
     if not file.is_file():
@@ -92,9 +96,13 @@ def load_inventory(
     state = State()
     ctx_state.set(state)
     try:
+        check_groups(path, exec_file(str(file), return_locals=True))
         inventory = make_inventory(str(file), cwd=str(file.parent))
+    except InventoryError:
+        raise
     except Exception as exc:  # the file is user code: any error is a bad inventory
-        raise InventoryError(f"{path}: cannot load: {type(exc).__name__}: {exc}") from exc
+        error = exc.exception if isinstance(exc, UnexpectedExternalError) else exc
+        raise InventoryError(f"{path}: cannot load: {type(error).__name__}: {error}") from exc
     hosts = list(inventory)
     if not hosts:
         raise InventoryError(f"{path}: no hosts")
@@ -103,6 +111,42 @@ def load_inventory(
         if not hosts:
             raise InventoryError(f"{path}: --limit {','.join(limit)} matches no host")
     return state, inventory, hosts
+
+
+def check_groups(path: str, names: Mapping[str, Any]) -> None:
+    """Refuse a module-level value of an inventory file that pyinfra would misread as hosts.
+
+    pyinfra reads every public list or tuple there as a group: a list of hosts (each a name or a
+    (name, data dict) pair), or a tuple ([hosts], {group data}). Any other tuple, such as
+    `PORTS = (8080, 8081)` or `x = ("a", "b")`, would become bogus hosts or a cryptic error.
+    Lists that hold no hosts at all are left to pyinfra, which ignores them with a warning.
+    """
+    for name, value in names.items():
+        if name.startswith("_") or not isinstance(value, (list, tuple)):
+            continue
+        if isinstance(value, tuple):
+            if not (len(value) == 2 and isinstance(value[0], list) and isinstance(value[1], dict)):
+                raise InventoryError(
+                    f"{path}: {name} = {_short(value)}: a module-level tuple is read as a host "
+                    "group ([hosts], {group data}) and this is not one; write hosts as a list, "
+                    f"or name the variable _{name} to keep it out of the inventory"
+                )
+            value = value[0]
+        if not all(isinstance(item, (str, tuple)) for item in value):
+            continue
+        for i, item in enumerate(value):
+            if isinstance(item, tuple) and not (
+                len(item) == 2 and isinstance(item[0], str) and isinstance(item[1], dict)
+            ):
+                raise InventoryError(
+                    f"{path}: {name}[{i}] = {_short(item)}: a host is a name or a "
+                    "(name, {host data}) pair"
+                )
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 def _matches(host: Host, pattern: str) -> bool:
@@ -138,11 +182,11 @@ def start(path: str, limit: list[str] | None, diff: bool) -> Run:
     stacks = validate(path, hosts)
     state.init(inventory, Config(DIFF=diff), initial_limit=hosts)
     state.print_output = False
-    connect_all(state)
+    unreachable = connect(state, hosts)
     outcomes = {h.name: HostOutcome(h.name) for h in hosts}
     for h in hosts:
-        if h not in state.activated_hosts or h in state.failed_hosts:
-            outcomes[h.name].skipped = "could not connect"
+        if h.name in unreachable:
+            outcomes[h.name].skipped = f"could not connect: {unreachable[h.name]}"
         elif problem := host_shell.privilege_problem(h):
             outcomes[h.name].skipped = problem
             with contextlib.suppress(PyinfraError):  # raised once no host remains
@@ -161,7 +205,50 @@ def start(path: str, limit: list[str] | None, diff: bool) -> Run:
             gates.judge_services(verdict, host_stack, found)
         outcomes[h.name].gate = verdict
         plans[h.name] = HostPlan(h.name, host_stack, variables, verdict, secrets(host_stack))
-    return Run(path, state, plans, outcomes)
+    return Run(path, state, plans, outcomes, unreachable)
+
+
+def connect(state: State, hosts: list[Host]) -> dict[str, str]:
+    """Connect to every host at once; why each host that could not be reached was not.
+
+    The others stay active whatever the number of unreachable ones.
+    """
+    reasons: dict[str, str] = {}
+    unexpected: list[Exception] = []
+
+    def one(h: Host) -> None:
+        try:
+            h.connect(show_errors=False, raise_exceptions=True)
+        except ConnectError as exc:
+            reasons[h.name] = connect_reason(exc)
+        except Exception as exc:  # raised below, not printed by gevent's hub
+            unexpected.append(exc)
+
+    gevent.joinall([state.pool.spawn(one, h) for h in hosts])
+    if unexpected:
+        raise unexpected[0]
+    failed = set()
+    for h in hosts:
+        if h.connected:
+            state.activate_host(h)
+        else:
+            failed.add(h)
+            reasons.setdefault(h.name, "not connected")
+    with contextlib.suppress(PyinfraError):  # raised once no host remains
+        state.fail_hosts(failed, activated_count=len(hosts))
+    return {h.name: reasons[h.name] for h in hosts if h in failed}
+
+
+def connect_reason(exc: ConnectError) -> str:
+    """What stopped a connection: the system's words for a socket error (timed out, Connection
+    refused, No route to host), else pyinfra's message (authentication, host key, name lookup)."""
+    cause = exc.__cause__ or exc.__context__
+    if isinstance(cause, OSError) and not isinstance(cause, socket.gaierror):
+        errors = getattr(cause, "errors", None)  # paramiko: one error per address tried
+        found = list(errors.values()) if isinstance(errors, dict) and errors else [cause]
+        texts = [getattr(e, "strerror", None) or str(e) or type(e).__name__ for e in found]
+        return "; ".join(dict.fromkeys(texts))
+    return str(exc.args[0]) if exc.args else type(exc).__name__
 
 
 def roles() -> dict[str, ModuleType]:

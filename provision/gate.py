@@ -16,7 +16,7 @@ from pyinfra.api.facts import FactBase
 
 from checks.facts import remote
 from checks.facts.gather import all_probes
-from checks.facts.model import HostFacts, LlamaCppBuild, LlamaServer, VllmService
+from checks.facts.model import HostFacts, LlamaCppBuild, LlamaServer, VllmService, probed_on
 from checks.matrix import engine, registry
 from checks.matrix.engine import Finding
 from checks.matrix.host import host_driver_cuda
@@ -66,7 +66,7 @@ class HostGate:
 
 
 def facts_from_output(name: str, output: str) -> HostFacts:
-    return remote.parse(all_probes(), output, f"gpuprov probes on {name} (pyinfra)")
+    return remote.parse(all_probes(), output, probed_on("gpuprov", name, "(pyinfra)"))
 
 
 def judge(name: str, facts: HostFacts, stack: Stack) -> HostGate:

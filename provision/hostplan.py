@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from provision import envsecrets
 from provision.gate import HostGate
 from provision.stack import Stack, StackError
 
@@ -38,10 +39,14 @@ def secrets(stack: Stack, environ: dict[str, str] | None = None) -> dict[str, st
     for key, field_name, variable in wanted:
         if not variable:
             continue
-        value = env.get(variable, "")
+        value = envsecrets.remember(env.get(variable, ""))
         if not value:
             raise StackError(
                 field_name, f"environment variable {variable} is not set on this machine"
+            )
+        if any(ord(c) < 32 or ord(c) == 127 for c in value):  # never named: it is the secret
+            raise StackError(
+                field_name, f"environment variable {variable} holds a control character"
             )
         found[key] = value
     return found

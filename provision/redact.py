@@ -1,9 +1,16 @@
-"""Drop what identifies a machine from facts before they are shared: serials, UUIDs, hostnames."""
+"""Drop what identifies a machine from facts before they are shared: serials, UUIDs, hostnames.
+
+A hostname is masked wherever it appears, free text included. The hostnames are the values of
+`hostname` fields and the hosts that `sources` name (model.probed_hosts).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from typing import Any
+from typing import Any, TypeVar
+
+from checks.facts.model import probed_hosts
 
 REDACTED = "<redacted>"
 _KEYS = {"serial", "uuid", "hostname"}
@@ -11,15 +18,58 @@ _UUID = re.compile(
     r"\b(GPU|MIG)-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
 )
 
+T = TypeVar("T")
 
-def redact(data: Any) -> Any:
-    """A copy of JSON-like `data` with identifying keys blanked and GPU/MIG UUIDs masked."""
-    if isinstance(data, dict):
-        return {
-            k: (REDACTED if k in _KEYS and v is not None else redact(v)) for k, v in data.items()
-        }
-    if isinstance(data, list):
-        return [redact(v) for v in data]
-    if isinstance(data, str):
-        return _UUID.sub(lambda m: f"{m.group(1)}-{REDACTED}", data)
-    return data
+
+def redact(data: T) -> T:
+    """A copy of `data` (JSON-like, or dataclasses such as HostFacts and Report) with identifying
+    fields blanked, and hostnames and GPU/MIG UUIDs masked in every string."""
+    names = sorted(_hostnames(data) - {"", REDACTED}, key=len, reverse=True)
+    hosts = (
+        re.compile(rf"(?<![\w.-])(?:{'|'.join(map(re.escape, names))})(?![\w-])") if names else None
+    )
+    masked: T = _masked(data, hosts)
+    return masked
+
+
+def _fields(value: Any) -> dict[str, Any] | None:
+    """A dict's items, or a dataclass instance's fields by name; None for anything else."""
+    if isinstance(value, dict):
+        return value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.init}
+    return None
+
+
+def _hostnames(value: Any) -> set[str]:
+    """The values of `hostname` fields and the hosts `sources` name, anywhere in `value`."""
+    if isinstance(value, (list, tuple)):
+        return set().union(*(_hostnames(v) for v in value))
+    fields = _fields(value)
+    if fields is None:
+        return set()
+    found: set[str] = set()
+    for key, child in fields.items():
+        if key == "hostname" and isinstance(child, str):
+            found.add(child)
+        elif key == "sources" and isinstance(child, list):
+            found |= probed_hosts(s for s in child if isinstance(s, str))
+        found |= _hostnames(child)
+    return found
+
+
+def _masked(value: Any, hosts: re.Pattern[str] | None) -> Any:
+    """`value` with identifying fields blanked, and UUIDs and `hosts` masked in its strings."""
+    if isinstance(value, str):
+        text = _UUID.sub(lambda m: f"{m.group(1)}-{REDACTED}", value)
+        return hosts.sub(REDACTED, text) if hosts is not None else text
+    if type(value) in (list, tuple):
+        return type(value)(_masked(v, hosts) for v in value)
+    fields = _fields(value)
+    if fields is None:
+        return value
+    masked = {
+        k: REDACTED if k in _KEYS and v is not None else _masked(v, hosts)
+        for k, v in fields.items()
+    }
+    return masked if isinstance(value, dict) else dataclasses.replace(value, **masked)

@@ -5,21 +5,24 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from checks.facts.model import HostFacts
-from checks.logs.explain import Diagnosis
-from checks.logs.logsource import Result
 from checks.matrix.engine import Finding
 from checks.matrix.registry import Rule, area_title
 from checks.reporting.report import Report
 from provision.cli import Explanation, Facts, Rules
+from provision.redact import redact
 
-UNKNOWN = "[dim]unknown[/dim]"
+if TYPE_CHECKING:  # explain's modules load only for explain's own output
+    from checks.logs.explain import Diagnosis
+    from checks.logs.logsource import Result
+
 STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
@@ -27,14 +30,15 @@ def _console() -> Console:
     return Console(highlight=False, soft_wrap=False)
 
 
-def _v(value: Any) -> str:
+def _v(value: Any) -> Text:
+    """A fact as text, never read as markup; None is a dimmed "unknown"."""
     if value is None:
-        return UNKNOWN
+        return Text("unknown", style="dim")
     if isinstance(value, bool):
-        return "yes" if value else "no"
+        return Text("yes" if value else "no")
     if isinstance(value, list):
-        return escape(", ".join(str(v) for v in value)) if value else "none"
-    return escape(str(value))
+        return Text(", ".join(str(v) for v in value) if value else "none")
+    return Text(str(value))
 
 
 def _kv(title: str, rows: Iterable[tuple[str, Any]]) -> Table:
@@ -42,12 +46,15 @@ def _kv(title: str, rows: Iterable[tuple[str, Any]]) -> Table:
     table.add_column(style="bold", min_width=22)
     table.add_column()
     for key, value in rows:
-        table.add_row(key, _v(value))
+        table.add_row(Text(key), value if isinstance(value, Text) else _v(value))
     return table
 
 
 def facts(f: HostFacts, redacted: bool = False) -> None:
-    """The facts, grouped by area; unknown values say so."""
+    """The facts, grouped by area; unknown values say so. `redacted` masks what identifies the
+    host (provision.redact)."""
+    if redacted:
+        f = redact(f)
     out = _console()
     out.print(f"[bold]Sources:[/bold] {escape(', '.join(f.sources)) or 'none'}")
     s, d, m = f.system, f.driver, f.modules
@@ -56,7 +63,7 @@ def facts(f: HostFacts, redacted: bool = False) -> None:
         _kv(
             "System",
             [
-                ("hostname", "<redacted>" if redacted else s.hostname),
+                ("hostname", s.hostname),
                 ("OS", s.os_pretty or (f"{s.os_id} {s.os_version}" if s.os_id else None)),
                 ("kernel", s.kernel_release),
                 ("architecture", s.machine),
@@ -95,7 +102,10 @@ def facts(f: HostFacts, redacted: bool = False) -> None:
             _v(g.mig_mode),
         )
     out.print(gpus if f.gpus else "[bold]GPUs:[/bold] none found")
-    toolkits = [(t.path or "nvcc", f"{_v(t.version)} ({_v(t.source)})") for t in f.toolkits]
+    toolkits = [
+        (t.path or "nvcc", Text.assemble(_v(t.version), " (", _v(t.source), ")"))
+        for t in f.toolkits
+    ]
     out.print(_kv("CUDA toolkits", toolkits or [("nvcc", "none found")]))
     c = f.containers
     docker = c.docker
@@ -124,10 +134,13 @@ def facts(f: HostFacts, redacted: bool = False) -> None:
                 [(x.path or x.package or "", x.driver_version) for x in f.compat],
             )
         )
-    py = [(p.name or "", f"{_v(p.version)}  {_v(p.location)}") for p in f.python]
+    py = [(p.name or "", Text.assemble(_v(p.version), "  ", _v(p.location))) for p in f.python]
     out.print(_kv("Python ML packages", py or [("packages", "none found")]))
     builds = [
-        (b.path or "llama.cpp", f"version {_v(b.version)}, CUDA archs {_v(b.cuda_archs)}")
+        (
+            b.path or "llama.cpp",
+            Text.assemble("version ", _v(b.version), ", CUDA archs ", _v(b.cuda_archs)),
+        )
         for b in f.llamacpp
     ]
     out.print(_kv("llama.cpp builds", builds or [("builds", "none found")]))
@@ -150,7 +163,7 @@ def problems(items: Sequence[Finding | Diagnosis]) -> Table:
     for x in items:
         style = STYLE[x.severity]
         lines = [f"[bold]{x.rule}[/bold] {escape(x.title)}", escape(x.message)]
-        if isinstance(x, Diagnosis):
+        if not isinstance(x, Finding):  # a Diagnosis: a log's evidence and cause
             evidence = [f"  line {n}: {escape(text)}" for n, text in x.evidence]
             if x.count > len(x.evidence):
                 evidence.append(f"  ... and {x.count - len(x.evidence)} more")
@@ -170,7 +183,9 @@ def print_problems(items: Sequence[Finding | Diagnosis]) -> None:
 
 def report(r: Report, redacted: bool = False) -> None:
     """The full check report: facts, findings by area, recommendations, a summary line."""
-    facts(r.facts, redacted)
+    if redacted:
+        r = redact(r)
+    facts(r.facts)
     out = _console()
     out.print()
     out.rule("Findings")

@@ -12,7 +12,7 @@ import json
 import re
 
 from checks.facts import remote
-from checks.facts.model import Containers, HostFacts, merge
+from checks.facts.model import Containers, HostFacts, merge, probed_on
 from checks.facts.parsers import containers
 from checks.matrix import engine, registry
 from provision.quoting import shell_quote
@@ -153,7 +153,7 @@ FILTERS = {
 
 def fresh_facts(output: str, host: str) -> HostFacts:
     """The container probes' facts from PROBE_SCRIPT's output on `host`."""
-    return remote.parse(PROBES, output, f"container probes on {host} after the toolkit role")
+    return remote.parse(PROBES, output, probed_on("container", host, "after the toolkit role"))
 
 
 def merged(base: HostFacts, fresh: HostFacts) -> HostFacts:

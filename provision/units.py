@@ -1,7 +1,7 @@
 """pyinfra operations the service roles share: secret files, and one unit per service kept in step.
 
-Units of services no longer planned are stopped and removed; a unit restarts only when it, its
-EnvironmentFile or what it runs changed.
+Units of services no longer planned are stopped and removed with their EnvironmentFiles; a unit
+restarts only when it, its EnvironmentFile or what it runs changed.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from typing import Any
 from pyinfra.context import host
 from pyinfra.facts.files import File, FindFiles
 from pyinfra.operations import files, systemd
+
+from provision.settings.read import NAME
 
 UNITS = "/etc/systemd/system"
 
@@ -36,19 +38,27 @@ def put_secret(name: str, content: str, dest: str) -> Any:
         state.config.DIFF = diff
 
 
-def converge(changed: dict[str, bool], pattern: str, what: str, restart_all: bool = False) -> None:
+def converge(
+    changed: dict[str, bool], pattern: str, what: str, config_dir: str, restart_all: bool = False
+) -> None:
     """Run every unit in `changed` (restarting the changed ones, or all with `restart_all`) and
-    stop and remove the units matching `pattern` that are not in it."""
+    stop and remove the units matching `pattern` ("gpuprov-x-*.service") that are not in it,
+    each with the EnvironmentFile put for it, `config_dir`/<name>.env (it may hold a key)."""
     stale = [
         name
         for path in host.get_fact(FindFiles, path=UNITS, fname=pattern) or []
         if (name := path.rsplit("/", 1)[-1]) not in changed
     ]
+    prefix, suffix = pattern.split("*")
     for unit in stale:
         systemd.service(
             name=f"Stop removed {what} {unit}", service=unit, running=False, enabled=False
         )
         files.file(name=f"Remove {unit}", path=f"{UNITS}/{unit}", present=False)
+        service = unit.removeprefix(prefix).removesuffix(suffix)
+        if NAME.fullmatch(service):  # a name gpuprov gives a service, so a file it wrote
+            env = f"{config_dir}/{service}.env"
+            files.file(name=f"Remove {env}", path=env, present=False)
     if stale or any(changed.values()):
         systemd.daemon_reload(name="Reload systemd units")
     for unit, unit_changed in changed.items():

@@ -163,3 +163,77 @@ def test_rules_list_and_one_rule() -> None:
 )
 def test_from_takes_several_files(argv: list[str], expected: list[str]) -> None:
     assert expand_from(argv) == expected
+
+
+# --- internal errors --------------------------------------------------------------------------
+
+HINT = "; rerun with --debug for the traceback"
+INVENTORY = 'boxes = [("box1", {"llama_server_profiles": []})]\n'
+
+
+def internal(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *options: str, exc: Exception | None = None
+) -> Any:
+    """`gpuprov [options] plan INV` with deploy.start raising `exc` (a KeyError by default)."""
+    from provision import deploy
+
+    def start(path: str, limit: list[str] | None, diff: bool) -> deploy.Run:
+        raise exc or KeyError("gpu0")
+
+    monkeypatch.setattr(deploy, "start", start)
+    inventory = tmp_path / "inv.py"
+    inventory.write_text(INVENTORY)
+    return run(*options, "plan", str(inventory))
+
+
+def test_internal_error_is_one_line_and_exit_3(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    result = internal(monkeypatch, tmp_path)
+    assert result.exit_code == 3
+    assert result.stderr.splitlines()[-1] == f"gpuprov: internal error: KeyError: 'gpu0'{HINT}"
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+def test_debug_shows_the_traceback(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    result = internal(monkeypatch, tmp_path, "--debug")
+    assert result.exit_code == 3
+    lines = result.stderr.splitlines()
+    assert "Traceback (most recent call last):" in lines
+    assert lines[-2:] == ["KeyError: 'gpu0'", "gpuprov: internal error: KeyError: 'gpu0'"]
+
+
+def test_a_message_on_several_lines_stays_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    result = internal(monkeypatch, tmp_path, exc=RuntimeError("first\nsecond"))
+    assert result.exit_code == 3
+    assert (
+        result.stderr.splitlines()[-1]
+        == f"gpuprov: internal error: RuntimeError: first second{HINT}"
+    )
+
+
+def test_user_errors_keep_their_exit_codes() -> None:
+    """Usage errors and known bad input are not internal errors."""
+    assert run("plan").exit_code == 2  # missing argument
+    assert run("check", "--fail-on", "sometimes").exit_code == 2
+    assert run("--debug", "rules", "NOPE-001").exit_code == 2
+
+
+@pytest.mark.parametrize("options", [(), ("--debug",)], ids=["line", "debug"])
+def test_a_secret_in_an_internal_error_is_masked(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, options: tuple[str, ...]
+) -> None:
+    """A secret read from the environment never reaches the error line or the traceback."""
+    from provision import hostplan, stack
+
+    secret = "sk-e2e-internal-error-key"
+    monkeypatch.setenv("GPUPROV_TEST_KEY", secret)
+    profile = {"name": "main", "model": "/m.gguf", "port": 8080, "api_key_env": "GPUPROV_TEST_KEY"}
+    read = hostplan.secrets(stack.from_data({"llama_server_profiles": [profile]}))
+    result = internal(monkeypatch, tmp_path, *options, exc=ValueError(f"bad env {read}"))
+    assert result.exit_code == 3
+    assert secret not in result.stderr + result.stdout
+    assert "bad env {'main': '<secret>'}" in result.stderr.splitlines()[-1]

@@ -10,6 +10,7 @@ import csv
 import functools
 import io
 import random
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -217,6 +218,24 @@ def test_804_on_geforce_with_old_driver_names_both_ways_out(image: str) -> None:
     assert "image built on CUDA <= 12.2" in top.fix
 
 
+@pytest.mark.parametrize(
+    ("require", "host_driver", "minimum"),
+    [("13.0", "570.124.06", "580.65.06"), ("12.9", None, "575.51.03")],
+)
+def test_driver_minimum_is_shown_as_the_table_writes_it(
+    require: str, host_driver: str | None, minimum: str
+) -> None:
+    """tables/cuda.toml writes 580.65.06 and 575.51.03; the fix says exactly that."""
+    log = (
+        "nvidia-container-cli: requirement error: unsatisfied condition: "
+        f"cuda>={require}, please update your driver to a newer version\n"
+    ).encode()
+    host = from_dict(HostFacts, {"driver": {"version": host_driver}})
+    top = explain.diagnose(_scan_bytes(log), host=host)[0]
+    assert top.rule == "CTR-001"
+    assert f"Upgrade the driver to >= {minimum}," in top.fix
+
+
 SUPPORTED = (
     "dict_keys(['AquilaModel', 'LlamaForCausalLM', 'MistralForCausalLM', 'Qwen2ForCausalLM', "
     "'Qwen2VLForConditionalGeneration'])"
@@ -297,6 +316,7 @@ def test_only_crlf(tmp_path: Path) -> None:
 
 
 ALL_FIXTURES = sorted(p for p in FIXTURES.rglob("*") if p.is_file())
+LOG_FIXTURES = sorted([*SIGNATURE_CASES.glob("*/*.log"), *REAL.glob("*.txt")])
 
 
 def _summary(scan: logscan.Scan) -> dict[str, tuple[list[tuple[int, str]], int]]:
@@ -317,6 +337,16 @@ def test_every_fixture_file_scans_and_diagnoses(path: Path) -> None:
     assert _summary(default) == _summary(python)
     assert default.fact_text == python.fact_text
     explain.diagnose(default)
+
+
+@pytest.mark.parametrize("path", LOG_FIXTURES, ids=lambda p: str(p.relative_to(FIXTURES)))
+def test_diagnoses_show_driver_versions_as_written(path: Path) -> None:
+    """NVIDIA writes 580.65.06: a driver with a one-digit third component was printed from its
+    parsed form; and no unknown value reads None."""
+    for diagnosis in explain.diagnose(_scan(path)):
+        for text in (diagnosis.message, diagnosis.fix):
+            assert not re.search(r"\b\d{3}\.\d{1,3}\.\d\b", text), text
+            assert not re.search(r"\bNone\b", text), text
 
 
 # ---------------------------------------------------------------------------------------------

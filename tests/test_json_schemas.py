@@ -134,7 +134,8 @@ def test_plan_json_shows_the_planned_and_the_skipped_host(tmp_path: Path) -> Non
     assert local["skipped"] is None and local["build"]["name"].startswith("b")
     assert [f["rule"] for f in local["findings"]][:1] == ["GPU-001"]
     assert local["findings"][0]["fix"]  # the same Finding as in the check report
-    assert down["skipped"] == "could not connect" and down["operations"] == []
+    assert down["skipped"] == "could not connect: Connection refused"
+    assert down["operations"] == []
 
 
 def test_apply_json(capsys: CaptureFixture[str]) -> None:

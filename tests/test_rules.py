@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import re
 import string
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -247,3 +251,82 @@ def test_rule_docs_and_json_say_what_detects_and_fixes_it() -> None:
     unfixed = registry.rule("VLLM-002")
     assert unfixed is not None and "Fixed by" not in unfixed.docs()
     assert render.rule_json(unfixed)["fixed_by"] is None
+
+
+# A driver version with a one-digit third component: NVIDIA writes two (580.65.06), so this is a
+# version printed from its parsed form (580.65.6) instead of its text.
+_MANGLED_DRIVER = re.compile(r"\b\d{3}\.\d{1,3}\.\d\b")
+
+
+def _rendered(facts: HostFacts) -> list[str]:
+    """Every text a check report shows for `facts`: findings and recommendations."""
+    from checks.reporting import recommend
+
+    texts = [t for f in engine.evaluate(facts) for t in (f.subject, f.message, f.fix)]
+    return texts + [t for r in recommend.recommend(facts) for t in (r.value, r.detail)]
+
+
+@pytest.mark.parametrize(("rule", "path"), _cases("fail"))
+def test_driver_versions_are_shown_as_written(rule: registry.Rule, path: Path) -> None:
+    for text in _rendered(_load(path)):
+        assert not _MANGLED_DRIVER.search(text), text
+
+
+@pytest.mark.parametrize(
+    ("case", "shown"),
+    [
+        ("DRV-001/fail-cuda13", "Upgrade the NVIDIA driver to 580.65.06 or newer"),
+        ("DRV-002/fail-cuda12.9", "is older than 575.51.03, the driver CUDA 12.9 ships with"),
+        ("DRV-004/fail-gb10", "a driver of 575.51.03 or newer"),
+        ("CTR-001/fail-cuda13", "Upgrade the driver to 580.65.06 or newer"),
+        ("CTR-003/fail-575", "(driver 575.51.03) is on the library path"),
+    ],
+)
+def test_minimum_drivers_keep_the_tables_spelling(case: str, shown: str) -> None:
+    """tables/cuda.toml writes 580.65.06 and 575.51.03; findings say exactly that."""
+    rule_id = case.split("/")[0]
+    findings = engine.evaluate(_load(RULE_FIXTURES / f"{case}.json"))
+    assert any(shown in f.message + " " + f.fix for f in findings if f.rule == rule_id), [
+        (f.message, f.fix) for f in findings
+    ]
+
+
+_LISTED = ("gpus", "toolkits", "compat", "python", "llamacpp", "vllm_services", "llama_servers")
+
+
+def _listed(facts: HostFacts) -> dict[str, list[Any]]:
+    """The facts that are lists of items, by name."""
+    return {name: getattr(facts, name) for name in _LISTED} | {"images": facts.containers.images}
+
+
+def _one_fact_missing(facts: HostFacts) -> Iterator[tuple[str, HostFacts]]:
+    """Copies of `facts` with one known text fact of a listed item (a toolkit, a build, an image,
+    a compat library...) set back to unknown."""
+    for name, items in _listed(facts).items():
+        for i, item in enumerate(items):
+            for f in dataclasses.fields(item):
+                if isinstance(getattr(item, f.name), str):
+                    hollow = copy.deepcopy(facts)
+                    setattr(_listed(hollow)[name][i], f.name, None)
+                    yield f"{name}[{i}].{f.name}", hollow
+
+
+@pytest.mark.parametrize(("rule", "path"), _cases("fail"))
+def test_an_unknown_fact_never_reads_none(rule: registry.Rule, path: Path) -> None:
+    """A finding or recommendation names what it is about in words, whatever is unknown of it."""
+    facts = _load(path)
+    for missing, hollow in [("nothing", facts), *_one_fact_missing(facts)]:
+        for text in _rendered(hollow):
+            assert not re.search(r"\bNone\b", text), (missing, text)
+
+
+def test_a_llamacpp_build_without_path_or_version_is_named_as_such() -> None:
+    facts = _facts("LCPP-003", "fail")
+    facts.llamacpp[0].path = None
+    assert facts.llamacpp[0].version is None
+    (finding,) = [f for f in engine.evaluate(facts) if f.rule == "LCPP-003"]
+    assert finding.subject == "a llama.cpp build (version unknown)"
+    assert finding.message.startswith("a llama.cpp build (version unknown) is configured with")
+    facts.llamacpp[0].version = "6123"
+    (finding,) = [f for f in engine.evaluate(facts) if f.rule == "LCPP-003"]
+    assert finding.message.startswith("llama.cpp build 6123 is configured with")

@@ -6,13 +6,21 @@ naming file, host and field before any host is contacted.
 
 from __future__ import annotations
 
+import errno
+import json
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import yaml
+from paramiko.ssh_exception import NoValidConnectionsError, SSHException
+from pyinfra.api.exceptions import ConnectError
+from pyinfra.connectors.ssh_util import raise_connect_error
 
+from checks.reporting import schema
 from provision import deploy, hostplan, role_table, stack
 from provision.stack import Canary, StackError
 
@@ -196,6 +204,14 @@ def test_secrets_come_from_the_environment() -> None:
         assert "GPUPROV_BIG_KEY" in caught.value.reason
 
 
+def test_secret_with_a_control_character_is_refused_without_showing_it() -> None:
+    s = stack.from_data(profiles({**MAIN, "api_key_env": "GPUPROV_KEY"}))
+    with pytest.raises(StackError) as caught:
+        hostplan.secrets(s, {"GPUPROV_KEY": "sk-abc123\r"})
+    assert caught.value.field == "llama_server_profiles[0].api_key_env"
+    assert caught.value.reason == "environment variable GPUPROV_KEY holds a control character"
+
+
 def test_secrets_default_to_os_environ(monkeypatch: pytest.MonkeyPatch) -> None:
     s = stack.from_data(profiles({**MAIN, "api_key_env": "GPUPROV_TEST_KEY"}))
     monkeypatch.setenv("GPUPROV_TEST_KEY", "from-env")
@@ -272,6 +288,62 @@ def test_inventory_missing_secret(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert "GPUPROV_NO_SUCH_KEY" in message
 
 
+def test_inventory_raising_names_the_error(tmp_path: Path) -> None:
+    path = inventory(tmp_path, "boxes = [1 / 0]\n")
+    assert _error(path) == f"{path}: cannot load: ZeroDivisionError: division by zero"
+
+
+def refused_tuple(name: str) -> str:
+    return (
+        "a module-level tuple is read as a host group ([hosts], {group data}) and this is not "
+        f"one; write hosts as a list, or name the variable _{name} to keep it out of the inventory"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('x = ("box1", "box2")\n', "x = ('box1', 'box2'): " + refused_tuple("x")),
+        (
+            'boxes = ["box1"]\nPORTS = (8080, 8081)\n',
+            "PORTS = (8080, 8081): " + refused_tuple("PORTS"),
+        ),
+        ('boxes = ["box1"]\nNONE = ()\n', "NONE = (): " + refused_tuple("NONE")),
+        (
+            'boxes = (("box1", "box2"), {})\n',
+            "boxes = (('box1', 'box2'), {}): " + refused_tuple("boxes"),
+        ),
+        (
+            'boxes = ["box1", ("box2", "gpu")]\n',
+            "boxes[1] = ('box2', 'gpu'): a host is a name or a (name, {host data}) pair",
+        ),
+        (
+            'boxes = (["box1", ("box2",)], {"canary_interval": 60})\n',
+            "boxes[1] = ('box2',): a host is a name or a (name, {host data}) pair",
+        ),
+    ],
+    ids=["two-names", "helper", "empty", "hosts-tuple", "host-without-dict", "group-host"],
+)
+def test_inventory_value_that_is_no_host_group_is_refused(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    path = inventory(tmp_path, text)
+    assert _error(path) == f"{path}: {expected}"
+
+
+def test_inventory_groups_and_helpers_that_are_no_hosts(tmp_path: Path) -> None:
+    """A ([hosts], {data}) group is a group; private names and non-sequences are not hosts."""
+    text = (
+        'gpus = (["box1", ("box2", {"canary_interval": 60})], {"canary_timeout": 5})\n'
+        "_PORTS = (8080, 8081)\nBASE = {'canary_interval': 30}\nNAME = 'box'\n"
+    )
+    path = inventory(tmp_path, text)
+    _, _, hosts = deploy.load_inventory(path)
+    assert [h.name for h in hosts] == ["box1", "box2"]
+    assert [h.data.canary_timeout for h in hosts] == [5, 5]
+    assert hosts[1].data.canary_interval == 60
+
+
 def test_inventory_missing_file(tmp_path: Path) -> None:
     path = str(tmp_path / "nope.py")
     assert _error(path) == f"{path}: no such inventory file"
@@ -301,8 +373,12 @@ def test_limit_matching_nothing(tmp_path: Path) -> None:
             'h = [("192.0.2.1", {"canary_intervall": 60})]\n',
             "host '192.0.2.1': canary_intervall: unknown setting",
         ),
+        (
+            'h = ["192.0.2.1"]\nPORTS = (8080, 8081)\n',
+            "PORTS = (8080, 8081): a module-level tuple is read as a host group",
+        ),
     ],
-    ids=["relative-model", "typo"],
+    ids=["relative-model", "typo", "helper-tuple"],
 )
 def test_cli_plan_bad_inventory_exits_2(tmp_path: Path, text: str, expected: str) -> None:
     path = inventory(tmp_path, text)
@@ -313,3 +389,132 @@ def test_cli_plan_bad_inventory_exits_2(tmp_path: Path, text: str, expected: str
     assert f"gpuprov: {path}: {expected}" in done.stderr
     assert done.stdout == ""
     assert "connect" not in done.stderr.lower()
+
+
+def closed_port() -> int:
+    """A port on 127.0.0.1 nothing listens on (bound, then closed)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+@pytest.mark.skipif(not GPUPROV.is_file(), reason="gpuprov not installed in .venv")
+@pytest.mark.parametrize(
+    "argv",
+    [["plan", "--json"], ["apply", "-y", "--json"], ["plan"], ["apply", "-y"]],
+    ids=" ".join,
+)
+def test_cli_unreachable_hosts_are_skipped_with_the_reason(tmp_path: Path, argv: list[str]) -> None:
+    """Every host unreachable (192.0.2.1 is TEST-NET, never routed; a closed port): one line
+    each naming the reason, exit 1, the report still printed."""
+    port = closed_port()
+    path = inventory(
+        tmp_path,
+        f'h = [("192.0.2.1", {{"ssh_connect_timeout": 2}}), '
+        f'("127.0.0.1", {{"ssh_port": {port}, "ssh_connect_timeout": 2}})]\n',
+    )
+    command, *options = argv
+    done = subprocess.run(
+        [str(GPUPROV), command, path, *options],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if "connect" in line]
+    assert len(lines) == 2, done.stderr
+    assert lines[0].startswith("gpuprov: cannot connect to 192.0.2.1: ")
+    test_net = lines[0].removeprefix("gpuprov: cannot connect to 192.0.2.1: ")
+    assert test_net.strip()  # timed out, No route to host, ...: the system's words
+    assert lines[1] == "gpuprov: cannot connect to 127.0.0.1: Connection refused"
+    reasons = {"192.0.2.1": test_net, "127.0.0.1": "Connection refused"}
+    skipped = {host: f"could not connect: {reason}" for host, reason in reasons.items()}
+    if "--json" in options:
+        data = json.loads(done.stdout)
+        jsonschema.validate(data, schema.committed("converge"))
+        assert {name: host["skipped"] for name, host in data["hosts"].items()} == skipped
+    else:
+        assert done.stdout.splitlines() == [f"{h}: not changed: {r}" for h, r in skipped.items()]
+
+
+@pytest.mark.skipif(not GPUPROV.is_file(), reason="gpuprov not installed in .venv")
+def test_cli_plan_goes_on_with_the_hosts_it_reaches(tmp_path: Path) -> None:
+    path = inventory(
+        tmp_path,
+        f'h = ["@local", ("127.0.0.1", {{"ssh_port": {closed_port()}, '
+        '"ssh_connect_timeout": 2}), ("192.0.2.1", {"ssh_connect_timeout": 2})]\n',
+    )
+    done = subprocess.run(
+        [str(GPUPROV), "plan", path, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    data = json.loads(done.stdout)
+    jsonschema.validate(data, schema.committed("converge"))
+    local = data["hosts"]["@local"]
+    assert not (local["skipped"] or "").startswith("could not connect")
+    assert local["operations"] or local["skipped"]  # planned (or refused for a reason of its own)
+    assert data["hosts"]["127.0.0.1"]["skipped"] == "could not connect: Connection refused"
+    assert data["hosts"]["192.0.2.1"]["skipped"].startswith("could not connect: ")
+    assert done.stderr.count("gpuprov: cannot connect to ") == 2
+
+
+def connect_error(cause: Exception) -> ConnectError:
+    """The ConnectError pyinfra's SSH connector raises when connecting failed with `cause`."""
+    try:
+        try:
+            raise cause
+        except socket.gaierror as e:
+            raise_connect_error(None, "Could not resolve hostname", e)
+        except OSError as e:
+            raise_connect_error(None, "Could not connect", e)
+        except SSHException as e:
+            raise_connect_error(None, "SSH error", e)
+    except ConnectError as exc:
+        return exc
+    raise AssertionError("no ConnectError")
+
+
+@pytest.mark.parametrize(
+    ("cause", "reason"),
+    [
+        (TimeoutError("timed out"), "timed out"),
+        (OSError(errno.ENETUNREACH, "Network is unreachable"), "Network is unreachable"),
+        (
+            NoValidConnectionsError(
+                {("192.0.2.1", 22): OSError(errno.EHOSTUNREACH, "No route to host")}
+            ),
+            "No route to host",
+        ),
+        (
+            NoValidConnectionsError(
+                {
+                    ("127.0.0.1", 22): ConnectionRefusedError(
+                        errno.ECONNREFUSED, "Connection refused"
+                    ),
+                    ("::1", 22, 0, 0): ConnectionRefusedError(
+                        errno.ECONNREFUSED, "Connection refused"
+                    ),
+                }
+            ),
+            "Connection refused",
+        ),
+        (
+            socket.gaierror(-2, "Name or service not known"),
+            "Could not resolve hostname ([Errno -2] Name or service not known)",
+        ),
+        (
+            SSHException("Error reading SSH protocol banner"),
+            "SSH error (Error reading SSH protocol banner)",
+        ),
+    ],
+    ids=["timeout", "net-unreachable", "no-route", "refused", "dns", "ssh"],
+)
+def test_connect_reason(cause: Exception, reason: str) -> None:
+    assert deploy.connect_reason(connect_error(cause)) == reason

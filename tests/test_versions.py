@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 import pytest
 from packaging.version import Version
 
@@ -35,6 +38,23 @@ def test_driver_ordering_ignores_leading_zeros() -> None:
     assert versions.driver("570.124.04") < versions.driver("570.124.06")  # type: ignore[operator]
     assert versions.driver("570.26") < versions.driver("570.124.06")  # type: ignore[operator]
     assert versions.branch("610.43.02") == 610
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("580.65.06", "580.65.06"),
+        ("Driver Version: 535.171.04", "535.171.04"),
+        ("570.26", "570.26"),
+        ("550.54.14-0ubuntu1", "550.54.14"),
+    ],
+)
+def test_driver_prints_as_nvidia_writes_it(text: str, shown: str) -> None:
+    """Compared as a Version, printed from its own text: 580.65.06, never 580.65.6."""
+    version = versions.driver(text)
+    assert version is not None
+    assert str(version) == f"{version}" == shown
+    assert str(copy.deepcopy(version)) == str(pickle.loads(pickle.dumps(version))) == shown
 
 
 @pytest.mark.parametrize(

@@ -323,7 +323,7 @@ def test_preflight_findings_name_the_requirement_and_the_compat_driver() -> None
     assert image is not None
     ctr001, ctr002 = vllm_images.preflight(_host("dual3090_570"), image)
     assert "cuda>=12.9" in ctr001.message and "570.172.08" in ctr001.message
-    assert "575.51.3" in ctr001.fix  # the CUDA 12.9 minimum, as the engine prints it
+    assert "575.51.03" in ctr001.fix  # the CUDA 12.9 minimum, as tables/cuda.toml writes it
     assert ctr002.subject == "image vllm/vllm-openai:v0.16.0 compat libraries"
     assert "consumer" in ctr002.message and "GPU 0 (NVIDIA GeForce RTX 3090)" in ctr002.message
 
@@ -385,8 +385,8 @@ def test_requirement_met_needs_a_driver_and_gpus() -> None:
     ("line", "cuda", "minimum"),
     [
         ("docker run --gpus all vllm/vllm-openai:v0.9.0 --model m", "12.8", "570.26"),
-        ("docker run --gpus all vllm/vllm-openai:v0.21.0 --model m", "13.0", "580.65.6"),
-        ("docker run --gpus all vllm/vllm-openai:v0.21.0-cu129 --model m", "12.9", "575.51.3"),
+        ("docker run --gpus all vllm/vllm-openai:v0.21.0 --model m", "13.0", "580.65.06"),
+        ("docker run --gpus all vllm/vllm-openai:v0.21.0-cu129 --model m", "12.9", "575.51.03"),
     ],
 )
 def test_explain_context_reads_the_cuda_of_a_vllm_tag(line: str, cuda: str, minimum: str) -> None:

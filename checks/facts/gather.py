@@ -8,7 +8,7 @@ import subprocess
 import threading
 
 from checks.facts import parsers
-from checks.facts.model import HostFacts, ProbeResult, merge
+from checks.facts.model import HostFacts, ProbeResult, merge, probed_on
 from checks.facts.probe import Probe, ProbeUnavailable
 
 
@@ -57,7 +57,7 @@ def _join(*parts: str | None) -> str:
 def gather(probes: list[Probe] | None = None) -> HostFacts:
     """Facts of this machine."""
     selected = all_probes() if probes is None else probes
-    facts = HostFacts(sources=[f"local probes on {socket.gethostname()}"])
+    facts = HostFacts(sources=[probed_on("local", socket.gethostname())])
     results: list[tuple[HostFacts, ProbeResult]] = [
         (HostFacts(), ProbeResult(p.name, "failed")) for p in selected
     ]

@@ -7,8 +7,10 @@ several probes or pasted files merge into one host with `merge`.
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -267,6 +269,19 @@ class HostFacts:
     vllm_services: list[VllmService] = field(default_factory=list)
     llama_servers: list[LlamaServer] = field(default_factory=list)
     probes: list[ProbeResult] = field(default_factory=list)
+
+
+_PROBED_ON = re.compile(r"\bprobes on (\S+)")
+
+
+def probed_on(probes: str, host: str, how: str = "") -> str:
+    """A source naming the host that `probes` ran on: "local probes on gpu1"."""
+    return f"{probes} probes on {host}" + (f" {how}" if how else "")
+
+
+def probed_hosts(sources: Iterable[str]) -> set[str]:
+    """The hosts that sources worded by `probed_on` name."""
+    return {m.group(1) for source in sources for m in _PROBED_ON.finditer(source)}
 
 
 def normalise_bus_id(bus_id: str) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 from packaging.version import Version
 
 from checks import coverage, versions
-from checks.facts.model import CompatLibrary, HostFacts, VllmService
+from checks.facts.model import CompatLibrary, ContainerImage, HostFacts, VllmService
 from checks.matrix import registry
 from checks.matrix.host import (
     cuda_users,
@@ -22,7 +22,9 @@ from checks.matrix.host import (
     gpus_with_cc,
     host_driver,
     host_driver_cuda,
+    llamacpp_label,
     requirement_met,
+    toolkit_label,
 )
 
 Match = dict[str, str]
@@ -192,7 +194,7 @@ def image_requires_cuda(facts: HostFacts, params: Mapping[str, Any]) -> Iterator
         if required is not None and required > driver_cuda:
             minimum = registry.cuda_minimum_driver(required)
             yield {
-                "subject": f"image {image.ref}",
+                "subject": _image_label(image),
                 "require": f"cuda>={required}",
                 "driver": driver[0],
                 "driver_cuda": str(driver_cuda),
@@ -209,11 +211,16 @@ def _active_compat(facts: HostFacts) -> Iterator[tuple[str, Version]]:
     for image in facts.containers.images:
         version = versions.driver(image.compat_driver_version)
         if version is not None:
-            yield f"image {image.ref} compat libraries", version
+            yield f"{_image_label(image)} compat libraries", version
+
+
+def _image_label(image: ContainerImage) -> str:
+    return f"image {image.ref}" if image.ref else "an image"
 
 
 def _compat_label(lib: CompatLibrary) -> str:
-    return f"compat library {lib.path or lib.package}"
+    name = lib.path or lib.package
+    return f"compat library {name}" if name else "a compat library"
 
 
 @evaluator
@@ -344,7 +351,7 @@ def llamacpp_arch_coverage(facts: HostFacts, params: Mapping[str, Any]) -> Itera
         for gpu, cc in gpus_with_cc(facts):
             if not coverage.covers(targets, cc):
                 yield {
-                    "subject": build.path or f"version {build.version or 'unknown'}",
+                    "subject": llamacpp_label(build),
                     "archs": coverage.describe(targets),
                     "gpu": gpu_label(gpu),
                     "cc": gpu.compute_capability or "",
@@ -361,13 +368,10 @@ def nvcc_known_bad(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Matc
     good = {Version(u) for u in params.get("good_updates", [])}
     # (what, the best version known, whether that version is the toolkit update itself)
     subjects: list[tuple[str, str | None, bool]] = [
-        (f"CUDA toolkit {t.path or t.release}", t.update or t.version or t.release, bool(t.update))
+        (toolkit_label(t), t.update or t.version or t.release, bool(t.update))
         for t in facts.toolkits
     ]
-    subjects += [
-        (f"llama.cpp build {b.path or b.version}", b.cuda_compiler_version, False)
-        for b in facts.llamacpp
-    ]
+    subjects += [(llamacpp_label(b), b.cuda_compiler_version, False) for b in facts.llamacpp]
     for subject, nvcc, is_update in subjects:
         release = versions.release(nvcc)
         if release is None or release not in releases:
@@ -395,7 +399,7 @@ def cmake_arch_without_suffix(facts: HostFacts, params: Mapping[str, Any]) -> It
         if plain:
             suggested = ";".join(e.split("-")[0] + "a" if e in plain else e for e in entries)
             yield {
-                "subject": f"llama.cpp build {build.path or build.version}",
+                "subject": llamacpp_label(build),
                 "cmake": value,
                 "plain": ", ".join(plain),
                 "suggested": f"-DCMAKE_CUDA_ARCHITECTURES={suggested}",
@@ -412,7 +416,7 @@ def blackwell_without_fp4(facts: HostFacts, params: Mapping[str, Any]) -> Iterat
         archs = build.cuda_archs or []
         if any(a.startswith(str(major)) for a in archs) and build.blackwell_native_fp4 is False:
             yield {
-                "subject": f"llama.cpp build {build.path or build.version}",
+                "subject": llamacpp_label(build),
                 "archs": ", ".join(archs),
                 "gpu": gpu_label(blackwell[0]),
             }
@@ -427,10 +431,9 @@ def compression_old_driver(facts: HostFacts, params: Mapping[str, Any]) -> Itera
     if driver is None or min_driver is None or driver[1] >= min_driver:
         return
     candidates: list[tuple[str, str | None, str | None]] = [
-        (f"llama.cpp build {b.path or b.version}", b.cuda_compiler_version, b.compression_mode)
-        for b in facts.llamacpp
+        (llamacpp_label(b), b.cuda_compiler_version, b.compression_mode) for b in facts.llamacpp
     ]
-    candidates += [(f"CUDA toolkit {t.path or t.release}", t.release, None) for t in facts.toolkits]
+    candidates += [(toolkit_label(t), t.release, None) for t in facts.toolkits]
     for subject, cuda_text, mode in candidates:
         cuda = versions.release(cuda_text)
         if cuda is None or cuda < from_cuda or (mode or default).lower() == "none":
@@ -558,8 +561,9 @@ def quantized_v_cache_without_flash_attn(
     for server in facts.llama_servers:
         cache = server.cache_type_v
         if cache and cache not in unquantized and server.flash_attn == "off":
+            profile = server.name or "(unnamed)"
             yield {
-                "subject": f"profile {server.name}: cache_type_v={cache}, flash_attn=off",
-                "profile": server.name or "",
+                "subject": f"profile {profile}: cache_type_v={cache}, flash_attn=off",
+                "profile": profile,
                 "cache_type_v": cache,
             }

@@ -7,11 +7,11 @@ from collections.abc import Iterator
 from packaging.version import Version
 
 from checks import coverage, versions
-from checks.facts.model import Gpu, HostFacts
+from checks.facts.model import Gpu, HostFacts, LlamaCppBuild, PythonPackage, Toolkit
 from checks.matrix import registry, require_cuda
 
 
-def host_driver(facts: HostFacts) -> tuple[str, Version] | None:
+def host_driver(facts: HostFacts) -> tuple[str, versions.DriverVersion] | None:
     """The host driver version: userspace first, else the loaded kernel module."""
     for text in (facts.driver.version, facts.driver.kernel_module_version):
         version = versions.driver(text)
@@ -35,6 +35,24 @@ def gpu_label(gpu: Gpu) -> str:
     return f"GPU {gpu.index} ({name})" if gpu.index is not None else name
 
 
+def toolkit_label(toolkit: Toolkit) -> str:
+    """How findings name a CUDA toolkit: by its path, else its version."""
+    name = toolkit.path or toolkit.release or toolkit.version
+    return f"CUDA toolkit {name}" if name else "a CUDA toolkit"
+
+
+def llamacpp_label(build: LlamaCppBuild) -> str:
+    """How findings name a llama.cpp build: by its path, else its build number."""
+    name = build.path or build.version
+    return f"llama.cpp build {name}" if name else "a llama.cpp build (version unknown)"
+
+
+def package_label(package: PythonPackage) -> str:
+    """How findings name a Python package: its name and version, as far as they are known."""
+    name = package.name or "a Python package"
+    return f"{name} {package.version}" if package.version else name
+
+
 def gpus_with_cc(facts: HostFacts) -> Iterator[tuple[Gpu, tuple[int, int]]]:
     """Each GPU whose compute capability is known, with it as (major, minor)."""
     for gpu in facts.gpus:
@@ -48,15 +66,15 @@ def cuda_users(facts: HostFacts) -> Iterator[tuple[str, Version]]:
     for toolkit in facts.toolkits:
         cuda = versions.release(toolkit.release or toolkit.version)
         if cuda is not None:
-            yield f"CUDA toolkit {toolkit.path or toolkit.release}", cuda
+            yield toolkit_label(toolkit), cuda
     for package in facts.python:
         cuda = versions.release(package.cuda_version)
         if cuda is not None:
-            yield f"{package.name} {package.version}", cuda
+            yield package_label(package), cuda
     for build in facts.llamacpp:
         cuda = versions.release(build.cuda_compiler_version)
         if cuda is not None:
-            yield f"llama.cpp build {build.path or build.version}", cuda
+            yield llamacpp_label(build), cuda
 
 
 def requirement_met(require: str, facts: HostFacts) -> bool | None:

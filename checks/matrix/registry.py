@@ -135,7 +135,7 @@ def table(name: str) -> dict[str, Any]:
     return packaged.read_toml("checks.matrix", "tables", f"{name}.toml")
 
 
-def cuda_releases() -> list[tuple[Version, Version]]:
+def cuda_releases() -> list[tuple[Version, versions.DriverVersion]]:
     """(CUDA release, minimum driver) pairs, oldest first."""
     pairs = [
         (Version(cuda), versions.driver(drv)) for cuda, drv in table("cuda")["releases"].items()
@@ -143,7 +143,7 @@ def cuda_releases() -> list[tuple[Version, Version]]:
     return sorted((c, d) for c, d in pairs if d is not None)
 
 
-def release_minimum(cuda: Version) -> Version | None:
+def release_minimum(cuda: Version) -> versions.DriverVersion | None:
     """The driver the X.Y release of `cuda` ships with (its GA minimum)."""
     wanted = Version(f"{cuda.major}.{cuda.minor}")
     for release, minimum in cuda_releases():
@@ -152,7 +152,7 @@ def release_minimum(cuda: Version) -> Version | None:
     return None
 
 
-def family_minimum(cuda: Version) -> Version | None:
+def family_minimum(cuda: Version) -> versions.DriverVersion | None:
     """The oldest driver of `cuda`'s major family (minor-version compatibility)."""
     value = table("cuda")["family_minimum"].get(str(cuda.major))
     return versions.driver(value) if value else None
@@ -167,7 +167,7 @@ def driver_cuda(driver: Version) -> Version | None:
     return best
 
 
-def cuda_minimum_driver(cuda: Version) -> Version | None:
+def cuda_minimum_driver(cuda: Version) -> versions.DriverVersion | None:
     """The driver needed for CUDA X.Y, falling back to the family minimum for unknown releases."""
     return release_minimum(cuda) or family_minimum(cuda)
 

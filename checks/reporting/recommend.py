@@ -13,7 +13,7 @@ from packaging.version import Version
 from checks import coverage, versions
 from checks.facts.model import HostFacts, Toolkit
 from checks.matrix import registry
-from checks.matrix.host import gpus_with_cc, host_driver, host_driver_cuda
+from checks.matrix.host import gpus_with_cc, host_driver, host_driver_cuda, toolkit_label
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,7 @@ def nvcc(facts: HostFacts) -> Recommendation:
         basis.add("DRV-001")
     installed = good_toolkits(facts)
     if installed:
-        detail += f"; installed and good: {', '.join(t.path or str(t.release) for t in installed)}"
+        detail += f"; installed and good: {', '.join(toolkit_label(t) for t in installed)}"
     return Recommendation(topic, f"CUDA {release}", detail, tuple(sorted(basis)))
 
 

@@ -182,17 +182,9 @@ def _no_tag(wanted: Version, tags: list[_Tag], driver_cuda: Version, repository:
     )
 
 
-def _driver_text(driver: Version) -> str:
-    """A driver version as the CUDA table writes it (575.51.03, not 575.51.3)."""
-    for text in registry.table("cuda")["releases"].values():
-        if versions.driver(text) == driver:
-            return str(text)
-    return str(driver)
-
-
 def _driver_for(cuda: Version) -> str:
     minimum = registry.cuda_minimum_driver(cuda)
-    return _driver_text(minimum) if minimum is not None else f"a driver for CUDA {cuda}"
+    return str(minimum) if minimum is not None else f"a driver for CUDA {cuda}"
 
 
 def _older(driver_cuda: Version) -> tuple[str, _Tag] | None:
@@ -235,7 +227,7 @@ def _compat_mode(release_version: Version) -> str | None:
     return None
 
 
-def compat_driver(cuda_version: str | None) -> Version | None:
+def compat_driver(cuda_version: str | None) -> versions.DriverVersion | None:
     """The libcuda of the cuda-compat package of CUDA `cuda_version`: the driver it ships with.
 
     12.8.1 gives 570.124.06; an update the table lacks falls back to its X.Y release.
@@ -280,7 +272,7 @@ def image_from_inspect(text: str) -> ContainerImage | None:
         image.require_cuda = f"cuda>={versions.release(image.cuda_version)}"
     if _loads_compat(tags, env):
         driver = compat_driver(image.cuda_version)
-        image.compat_driver_version = _driver_text(driver) if driver is not None else None
+        image.compat_driver_version = str(driver) if driver is not None else None
     return image
 
 

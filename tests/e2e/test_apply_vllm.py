@@ -275,6 +275,8 @@ def test_removed_replica_is_stopped_and_leaves_the_balancer(
     assert code == 0, stderr
     assert not host.ok(f"test -e /etc/systemd/system/{UNITS[1]}")
     assert not host.active(UNITS[1])
+    assert not host.ok("test -e /etc/gpuprov/vllm/qwen-2.env")  # it held the API key
+    assert host.ok("test -e /etc/gpuprov/vllm/qwen-1.env")
     conf = host.run("cat /etc/nginx/conf.d/gpuprov-lb.conf")
     assert "127.0.0.1:8500" in conf and "127.0.0.1:8501" not in conf
     seen = {request(host, "/v1/completions")[1] for _ in range(3)}

@@ -1,7 +1,8 @@
 """pyinfra tasks of the llama_server role (Ansible: tasks/main.yml).
 
 One unit per profile. A server restarts only when its unit, its EnvironmentFile or the binary
-changed; units of profiles no longer in the inventory are stopped and removed.
+changed; units of profiles no longer in the inventory are stopped and removed, with their
+EnvironmentFiles.
 """
 
 from __future__ import annotations
@@ -59,4 +60,6 @@ def llama_server(plan: HostPlan, binary: OperationMeta | None) -> None:
             name=f"Unit {p.unit}", src=StringIO(unit), dest=f"{units.UNITS}/{p.unit}", mode="644"
         )
         changed[p.unit] = bool(env_op.changed or unit_op.changed)
-    units.converge(changed, "gpuprov-llama-*.service", "profile", restart_all=binary is not None)
+    units.converge(
+        changed, "gpuprov-llama-*.service", "profile", config_dir, restart_all=binary is not None
+    )

@@ -4,7 +4,7 @@ One unit per replica, each running its container in the foreground so systemd su
 image is pulled (with docker's progress) only when missing, then checked against the driver before
 any unit starts: a container that would die with "unsatisfied condition" or Error 804 never runs.
 A replica restarts only when its unit or EnvironmentFile changed; replicas no longer in the
-inventory are stopped and removed.
+inventory are stopped and removed, with their EnvironmentFiles.
 """
 
 from __future__ import annotations
@@ -79,4 +79,4 @@ def vllm(plan: HostPlan) -> None:
             dest = f"{units.UNITS}/{r.unit}"
             unit_op = files.put(name=f"Unit {r.unit}", src=StringIO(unit), dest=dest, mode="644")
             changed[r.unit] = bool(env_op.changed or unit_op.changed)
-    units.converge(changed, "gpuprov-vllm-*.service", "replica")
+    units.converge(changed, "gpuprov-vllm-*.service", "replica", settings.config_dir)
