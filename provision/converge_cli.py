@@ -10,11 +10,11 @@ from typing import Any
 
 import typer
 
+from checks.reporting.schema import CONVERGE_SCHEMA_VERSION
 from provision import deploy, render, vram
-from provision.cli import emit
 from provision.deploy import HostOutcome, Run
+from provision.output import emit
 
-CONVERGE_SCHEMA_VERSION = 1
 STATUS_STYLE = {"changed": "yellow", "will change": "yellow", "failed": "red", "not run": "dim"}
 
 

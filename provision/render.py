@@ -16,7 +16,7 @@ from checks.facts.model import HostFacts
 from checks.matrix.engine import Finding
 from checks.matrix.registry import Rule, area_title
 from checks.reporting.report import Report
-from provision.cli import Explanation, Facts, Rules
+from provision.output import Explanation, Facts, Rules
 from provision.redact import redact
 
 if TYPE_CHECKING:  # explain's modules load only for explain's own output

@@ -17,9 +17,10 @@ from pytest import CaptureFixture
 from checks.facts.model import HostFacts, from_dict
 from checks.reporting import schema
 from provision import gate, stack
-from provision.cli import app, emit
+from provision.cli import app
 from provision.converge_cli import Converge
 from provision.deploy import HostOutcome, OpResult, Run
+from provision.output import emit
 from tests.conftest import FIXTURES, REAL
 from tests.test_gate_vllm import R1, R2, judged
 

@@ -12,6 +12,7 @@ from packaging.version import Version
 from checks import coverage, packaged, versions
 
 SEVERITIES = ("error", "warning", "info")
+RULES_SCHEMA_VERSION = 1  # `gpuprov rules --json`
 # What can detect a rule (its `detected_by`): every route but "logs" runs the rule's evaluator.
 ROUTES = {
     "host": "`gpuprov check` and the gate, on the host's probed facts",

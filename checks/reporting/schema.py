@@ -20,8 +20,12 @@ from checks.facts.model import FACTS_SCHEMA_VERSION, HostFacts
 from checks.logs.explain import Diagnosis
 from checks.logs.logsource import EXPLAIN_SCHEMA_VERSION, Result
 from checks.matrix.engine import SEVERITY_RANK, Finding
+from checks.matrix.registry import RULES_SCHEMA_VERSION
 from checks.reporting.recommend import Recommendation
 from checks.reporting.report import REPORT_SCHEMA_VERSION
+
+# plan/apply JSON is built in provision/converge_cli.py, which cannot be imported from here.
+CONVERGE_SCHEMA_VERSION = 1
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 _SCALARS = {str: "string", int: "integer", bool: "boolean", float: "number"}
@@ -130,8 +134,6 @@ def explain_schema() -> dict[str, Any]:
 
 def rules_schema() -> dict[str, Any]:
     """`gpuprov rules --json` and `gpuprov rules ID --json` (a list of one)."""
-    from provision.cli import RULES_SCHEMA_VERSION
-
     rule = _closed(
         {
             "id": _STRING,
@@ -152,8 +154,6 @@ def rules_schema() -> dict[str, Any]:
 
 def converge_schema() -> dict[str, Any]:
     """`gpuprov plan --json` and `gpuprov apply --json`: each host's gate, build and operations."""
-    from provision.converge_cli import CONVERGE_SCHEMA_VERSION
-
     defs: dict[str, Any] = {}
     host = _closed(
         {
