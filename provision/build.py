@@ -45,9 +45,19 @@ class Build:
 
 
 def architectures(stack: Stack, facts: HostFacts) -> tuple[str, ...]:
-    """The stack's explicit architectures, else those the host's GPUs need ('' = CPU-only)."""
+    """The stack's explicit architectures, else those the host's GPUs need ('' = CPU-only).
+
+    A host whose driver is installed but broken lists no GPU without being CPU-only: without
+    explicit architectures its build cannot be planned.
+    """
     if stack.cuda_architectures:
         return tuple(stack.cuda_architectures.split(";"))
+    if fault := recommend.broken_driver(facts):
+        raise BuildError(
+            f"the NVIDIA driver is broken ({fault.rule}: {fault.title}), so the GPUs are unknown "
+            f"and a CPU-only build would be wrong: fix the driver as {fault.rule} says, or set "
+            "llama_cpp_cuda_architectures"
+        )
     archs = recommend.cuda_architectures(facts)
     if archs is None:
         raise BuildError("a GPU's compute capability is unknown: set llama_cpp_cuda_architectures")

@@ -254,8 +254,17 @@ def apply(
     lock_timeout: Annotated[
         float, typer.Option("--lock-timeout", help="Seconds to wait for another apply to a host.")
     ] = 900,
+    settle: Annotated[
+        float,
+        typer.Option(
+            "--settle",
+            min=0,
+            help="Seconds every unit must stay up without a restart after the apply.",
+        ),
+    ] = 10,
 ) -> None:
-    """Check every host, then converge it: build llama.cpp, install and supervise its servers."""
+    """Check every host, converge it (build llama.cpp, install and supervise its servers), then
+    prove it: every unit stays up and every server answers a completion."""
     from provision import converge_cli
 
     code = converge_cli.converge(
@@ -266,6 +275,7 @@ def apply(
         force=force,
         as_json=as_json,
         lock_timeout=lock_timeout,
+        settle=settle,
     )
     raise typer.Exit(code)
 

@@ -10,9 +10,12 @@ from typing import Any
 
 import typer
 
+from checks.matrix.engine import Finding
 from checks.reporting.schema import CONVERGE_SCHEMA_VERSION
-from provision import deploy, render, vram
+from provision import deploy, render, verify, vram
+from provision import gate as gates
 from provision.deploy import HostOutcome, Run
+from provision.hostplan import HostPlan
 from provision.output import emit
 
 STATUS_STYLE = {"changed": "yellow", "will change": "yellow", "failed": "red", "not run": "dim"}
@@ -72,18 +75,56 @@ def report(run: Run, applied: bool) -> None:
                 f"{name}: {outcome.changed} changed, "
                 f"{len(outcome.ops) - outcome.changed - failed} unchanged"
                 + (f", {failed} FAILED" if failed else "")
+                + ("" if outcome.converged or failed else "; services FAILING")
             )
         else:
             head = f"{name}: {len(changes)} to change, {len(outcome.ops) - len(changes)} unchanged"
         print(head)
         if outcome.gate is not None:
-            shown = [f for f in outcome.gate.findings if f.severity in ("error", "warning")]
+            shown, notes = _findings(outcome.gate)
             if shown:
-                render.print_problems(shown)
+                render.print_problems(shown, notes)
         for line in _gate_lines(outcome):
             print(line)
         for op in changes:
             print(f"  {op.status:11} {op.name}")
+        if outcome.verification is not None:
+            _verification(outcome.verification)
+
+
+def _verification(result: verify.Verification) -> None:
+    """The post-apply check: one line per unit; a failed one with its journal and diagnosis."""
+    if result.error:
+        print(f"  NOT VERIFIED {result.error}")
+    for u in result.units:
+        print(f"  {'running' if u.ok else 'FAILING':11} {u.unit}: {u.detail}")
+        if u.ok:
+            continue
+        print(f"      state {u.state}; last {len(u.journal)} journal lines:")
+        for line in u.journal:
+            print(f"      | {line}")
+        if u.diagnoses:
+            render.print_problems(u.diagnoses)
+        else:
+            print(f"      no known cause in these lines: see `journalctl -u {u.unit}`")
+    for note in result.notes:
+        print(f"  note        {note}")
+
+
+def _findings(gate: gates.HostGate) -> tuple[list[Finding], list[str]]:
+    """Errors and warnings to show, each error noted with whether it blocks and why; an error
+    about something this inventory does not deploy is shown as a warning."""
+    verdicts = {id(f): (blocks, why) for f, blocks, why in gate.errors()}
+    shown, notes = [], []
+    for f in gate.findings:
+        if f.severity == "warning":
+            shown.append(f)
+            notes.append("")
+        elif id(f) in verdicts:
+            blocks, why = verdicts[id(f)]
+            shown.append(f if blocks else dataclasses.replace(f, severity="warning"))
+            notes.append(f"Blocks apply: {why}" if blocks else f"Not blocking: {why}")
+    return shown, notes
 
 
 @dataclass(frozen=True)
@@ -98,7 +139,10 @@ class Converge:
             "schema_version": CONVERGE_SCHEMA_VERSION,
             "inventory": self.run.inventory_path,
             "applied": self.applied,
-            "hosts": {name: _host_json(o, self.applied) for name, o in self.run.outcomes.items()},
+            "hosts": {
+                name: _host_json(o, self.applied, self.run.plans.get(name))
+                for name, o in self.run.outcomes.items()
+            },
         }
 
 
@@ -107,11 +151,17 @@ def _view(model: Converge, redacted: bool = False) -> None:
     report(model.run, model.applied)
 
 
-def _host_json(o: HostOutcome, applied: bool) -> dict[str, Any]:
+def _finding_json(f: Finding, verdicts: dict[int, tuple[bool, str]]) -> dict[str, Any]:
+    blocks, why = verdicts.get(id(f), (False, ""))
+    return {**dataclasses.asdict(f), "blocks": blocks, "blocks_why": why or None}
+
+
+def _host_json(o: HostOutcome, applied: bool, plan: HostPlan | None = None) -> dict[str, Any]:
     gate = o.gate
+    verdicts = {id(f): (b, why) for f, b, why in gate.errors()} if gate else {}
     return {
         "skipped": o.skipped or None,
-        "findings": [dataclasses.asdict(f) for f in (gate.findings if gate else [])],
+        "findings": [_finding_json(f, verdicts) for f in (gate.findings if gate else [])],
         "problems": gate.problems if gate else [],
         "build": (
             {"name": gate.plan.name, "cuda_architectures": list(gate.plan.archs)}
@@ -127,6 +177,8 @@ def _host_json(o: HostOutcome, applied: bool) -> dict[str, Any]:
         "operations": [{"name": op.name, "status": op.status} for op in o.ops],
         "changed": o.changed if applied else sum(op.status == "will change" for op in o.ops),
         "failed": o.failed,
+        "balancer_diff": plan.balancer_diff if plan else None,
+        "verification": o.verification.to_json() if o.verification else None,
     }
 
 
@@ -143,6 +195,7 @@ def converge(
     force: bool = False,
     as_json: bool = False,
     lock_timeout: float = 900,
+    settle: float = 10,
 ) -> int:
     _logging(not as_json)
     try:
@@ -173,6 +226,7 @@ def converge(
                 deploy.execute(run)
             elif not any(o.skipped for o in run.outcomes.values()):
                 _say("gpuprov: nothing to change")
+            deploy.check(run, settle, _say)
         _output(run, True, as_json)
         return _code(run)
     finally:
@@ -184,5 +238,4 @@ def _output(run: Run, applied: bool, as_json: bool) -> None:
 
 
 def _code(run: Run) -> int:
-    bad = any(o.skipped or o.failed for o in run.outcomes.values())
-    return 1 if bad else 0
+    return 0 if all(o.converged for o in run.outcomes.values()) else 1

@@ -35,7 +35,7 @@ from pyinfra.context import host as current_host
 from pyinfra.facts.server import Command
 
 from provision import gate as gates
-from provision import host_shell, lock, nginx, role_table, servicefacts, stack
+from provision import host_shell, lock, nginx, role_table, servicefacts, stack, verify
 from provision.hostplan import HostPlan, secrets
 
 log = logging.getLogger("gpuprov")
@@ -57,6 +57,7 @@ class HostOutcome:
     gate: gates.HostGate | None = None
     skipped: str = ""
     ops: list[OpResult] = field(default_factory=list)
+    verification: verify.Verification | None = None
 
     @property
     def changed(self) -> int:
@@ -65,6 +66,12 @@ class HostOutcome:
     @property
     def failed(self) -> bool:
         return any(op.status == "failed" for op in self.ops)
+
+    @property
+    def converged(self) -> bool:
+        """Nothing failed, and where apply checked the host, its units run and answer."""
+        ok = self.verification is None or self.verification.ok
+        return not (self.skipped or self.failed) and ok
 
 
 @dataclass
@@ -198,10 +205,11 @@ def start(path: str, limit: list[str] | None, diff: bool) -> Run:
         host_stack, variables = stacks[h.name]
         facts = gates.facts_from_output(h.name, outputs.get(h) or "")
         verdict = gates.judge(h.name, facts, host_stack)
-        if host_stack.vllm.replicas or (verdict.plan is not None and verdict.plan.cuda):
-            script = servicefacts.script(host_stack, verdict.image)
+        if host_stack.vllm.replicas or host_stack.profiles:
+            build = verdict.plan.name if verdict.plan is not None else ""
+            script = servicefacts.script(host_stack, verdict.image, build)
             text = h.get_fact(Command, command=script) or ""
-            found = servicefacts.parse(host_stack, verdict.image, text)
+            found = servicefacts.parse(host_stack, verdict.image, text, build)
             gates.judge_services(verdict, host_stack, found)
         outcomes[h.name].gate = verdict
         plans[h.name] = HostPlan(h.name, host_stack, variables, verdict, secrets(host_stack))
@@ -278,6 +286,8 @@ def run_roles(plan: HostPlan, modules: Mapping[str, ModuleType]) -> None:
 def add_operations(run: Run, force: bool) -> None:
     """Generate every host's operations (pyinfra reads the facts it needs and diffs files)."""
     r = roles()
+    for plan in run.plans.values():
+        plan.force = force
     for outcome in run.outcomes.values():
         verdict = outcome.gate
         if outcome.skipped or verdict is None:
@@ -285,7 +295,8 @@ def add_operations(run: Run, force: bool) -> None:
         if verdict.problems:
             outcome.skipped = "; ".join(verdict.problems)
         elif verdict.blocked and not force:
-            outcome.skipped = "error findings (use --force to apply anyway)"
+            rules = ", ".join(dict.fromkeys(f.rule for f in verdict.blockers()))
+            outcome.skipped = f"blocked by {rules} (use --force to apply anyway)"
 
     @deploy("gpuprov")
     def converge() -> None:
@@ -320,6 +331,21 @@ def execute(run: Run) -> None:
         outcome = run.outcomes.get(h.name)
         if outcome is not None and not outcome.skipped and not outcome.failed:
             outcome.ops.append(OpResult("host failed", "failed"))
+
+
+def check(run: Run, settle: float, progress: Callable[[str], None]) -> None:
+    """The post-apply check of every host whose operations all succeeded."""
+    hosts = {
+        h: run.plans[h.name]
+        for h in run.state.inventory.iter_activated_hosts()
+        if h.name in run.plans
+        and not run.outcomes[h.name].skipped
+        and not run.outcomes[h.name].failed
+    }
+    if hosts:
+        progress(f"gpuprov: checking that the services run ({settle:.0f}s settle period)")
+    for name, result in verify.verify_all(hosts, settle, progress).items():
+        run.outcomes[name].verification = result
 
 
 def _run_status(meta: OperationMeta) -> str:

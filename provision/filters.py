@@ -10,9 +10,10 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from provision import nginx, quoting, toolkit, vllm
+from provision import nginx, quoting, servicefacts, toolkit, vllm
+from provision.settings import llama_server
 
-MODULES = (quoting, vllm, nginx, toolkit)
+MODULES = (quoting, vllm, nginx, toolkit, llama_server, servicefacts)
 
 
 @functools.cache

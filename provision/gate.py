@@ -8,6 +8,7 @@ each rule's `detected_by` says which of these it judges.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +24,7 @@ from checks.matrix.host import host_driver_cuda
 from checks.reporting import recommend
 from checks.services import gguf_header, modelconfig, vllm_images
 from checks.services import vllm_service as services
-from provision import build, vram
+from provision import blocking, build, servicefacts, vram
 from provision import vllm as vllm_cmd
 from provision.servicefacts import ServiceFacts
 from provision.stack import Stack
@@ -58,11 +59,24 @@ class HostGate:
     image_present: bool = False
     toolkit: list[str] = field(default_factory=list)
     budget: vram.Budget | None = None
+    host_findings: list[Finding] = field(default_factory=list)  # about the host as it is
+    deployed: blocking.Deployed = field(default_factory=blocking.Deployed)
+
+    def errors(self) -> list[tuple[Finding, bool, str]]:
+        """Each error finding, whether it blocks this deployment, and why (or why not)."""
+        return [
+            (f, *blocking.judge(f, f in self.host_findings, self.facts, self.deployed))
+            for f in self.findings
+            if f.severity == "error"
+        ]
+
+    def blockers(self) -> list[Finding]:
+        return [f for f, blocks, _ in self.errors() if blocks]
 
     @property
     def blocked(self) -> bool:
-        """Error findings, or a stack that cannot be planned, stop changes to this host."""
-        return bool(self.problems) or any(f.severity == "error" for f in self.findings)
+        """Problems, or error findings about what is deployed, stop changes to this host."""
+        return bool(self.problems) or bool(self.blockers())
 
 
 def facts_from_output(name: str, output: str) -> HostFacts:
@@ -72,10 +86,12 @@ def facts_from_output(name: str, output: str) -> HostFacts:
 def judge(name: str, facts: HostFacts, stack: Stack) -> HostGate:
     """Findings for a host's facts plus its stack; plans the build when it can."""
     gate = HostGate(name, facts, engine.evaluate(facts, route="host"))
+    gate.host_findings = list(gate.findings)
     gate.findings += profile_findings(facts, stack)
     if stack.vllm.replicas:
         _containers(gate, stack)
     if not stack.builds_llama:
+        gate.deployed = _deployed(stack, gate)
         gate.findings = engine.ordered(gate.findings)
         return gate
     try:
@@ -85,7 +101,7 @@ def judge(name: str, facts: HostFacts, stack: Stack) -> HostGate:
         return gate
     if archs:
         good = [t for t in recommend.good_toolkits(facts) if (t.path or "").endswith("/nvcc")]
-        release = recommend.nvcc(facts).value.removeprefix("CUDA ")
+        release = recommend.build_release(facts)
         if stack.cuda_compiler:
             gate.nvcc = stack.cuda_compiler
         elif good:
@@ -96,9 +112,19 @@ def judge(name: str, facts: HostFacts, stack: Stack) -> HostGate:
         else:
             gate.problems.append(f"no CUDA toolkit to build with: {release}")
     gate.plan = build.plan(stack, facts, gate.nvcc)
+    gate.deployed = _deployed(stack, gate)
     gate.findings += planned_build_findings(facts, gate.plan, gate.nvcc)
     gate.findings = engine.ordered(gate.findings)
     return gate
+
+
+def _deployed(stack: Stack, gate: HostGate) -> blocking.Deployed:
+    users = []
+    if gate.plan is not None and gate.plan.cuda:
+        users.append("the CUDA llama.cpp build")
+    if stack.vllm.replicas:
+        users.append("the vLLM replicas")
+    return blocking.Deployed(tuple(users), gate.nvcc, bool(stack.vllm.replicas))
 
 
 def planned_build_findings(facts: HostFacts, plan: build.Build, nvcc: str) -> list[Finding]:
@@ -111,6 +137,7 @@ def planned_build_findings(facts: HostFacts, plan: build.Build, nvcc: str) -> li
             cuda=plan.cuda,
             cmake_cuda_architectures=";".join(plan.archs) if plan.cuda else None,
             cuda_compiler_version=toolkit.version if toolkit else None,
+            cuda_toolkit_update=toolkit.update if toolkit else None,
         )
     ]
     planned.toolkits = []
@@ -130,16 +157,16 @@ def service_findings(
 
 def profile_findings(facts: HostFacts, stack: Stack) -> list[Finding]:
     """The planned-services rules applied to the stack's llama-server profiles."""
-    servers = [
-        LlamaServer(
-            name=p.name,
-            flash_attn=p.flash_attn,
-            cache_type_k=p.cache_type_k,
-            cache_type_v=p.cache_type_v,
-        )
-        for p in stack.profiles
-    ]
-    return service_findings(facts, servers, [])
+    return service_findings(facts, planned_servers(stack), [])
+
+
+def planned_servers(stack: Stack, found: ServiceFacts | None = None) -> list[LlamaServer]:
+    """Each profile's llama-server as llama.cpp reads its arguments; with what was read on the
+    host, also what the llama-server there refuses and which of its files are missing."""
+    profiles = [dataclasses.asdict(p) for p in stack.profiles]
+    if found is None:
+        return servicefacts.servers(profiles)
+    return servicefacts.servers(profiles, found.binary, found.files)
 
 
 def _containers(gate: HostGate, stack: Stack) -> None:
@@ -173,7 +200,9 @@ def _containers(gate: HostGate, stack: Stack) -> None:
 
 
 def judge_services(gate: HostGate, stack: Stack, found: ServiceFacts) -> None:
-    """Image preflight, vLLM flag lint and the VRAM budget, from what was read on the host."""
+    """Image preflight, the flag lint of vLLM replicas, the llama-server profiles against the
+    build that will run them and the model files they name, and the VRAM budget, from what was
+    read on the host."""
     facts = gate.facts
     if stack.vllm.replicas and gate.image and found.inspect:
         image = vllm_images.image_from_inspect(found.inspect)
@@ -181,24 +210,17 @@ def judge_services(gate: HostGate, stack: Stack, found: ServiceFacts) -> None:
             gate.image_present = True
             gate.findings += vllm_images.preflight(facts, image)
     gate.findings += lint(facts, stack, gate.image, found)
+    servers = planned_servers(stack, found)
+    known = set(gate.findings)  # profile_findings judged these profiles without the host's reads
+    gate.findings += [f for f in service_findings(facts, servers, []) if f not in known]
     claims: list[vram.VllmClaim | vram.LlamaClaim] = [
         vram.VllmClaim(r.unit, r.gpus, r.gpu_memory_utilization) for r in stack.vllm.replicas
     ]
     if gate.plan is not None and gate.plan.cuda:
-        for p in stack.profiles:
-            text = found.gguf.get(p.model)
-            claims.append(
-                vram.LlamaClaim(
-                    service=p.unit,
-                    gpus=(),
-                    model=gguf_header.parse_remote(text) if text else None,
-                    ctx_size=p.ctx_size,
-                    parallel=p.parallel,
-                    cache_type_k=p.cache_type_k,
-                    cache_type_v=p.cache_type_v,
-                    gpu_layers=p.gpu_layers,
-                )
-            )
+        for p, server in zip(stack.profiles, servers, strict=True):
+            text = found.gguf.get(server.model) if server.model else None
+            model = gguf_header.parse_remote(text) if text else None
+            claims.append(vram.llama_claim(p.unit, server, model))
     if claims and facts.gpus:
         gate.budget = vram.budget(facts.gpus, claims)
         if not gate.budget.fits:

@@ -18,6 +18,11 @@ class HostPlan:
     variables: dict[str, Any]
     gate: HostGate
     secrets: dict[str, str] = field(default_factory=dict)
+    # Set while operations are generated: how the balancer config nginx serves would change (a
+    # unified diff), which pyinfra cannot show since a script installs it (roles/nginx_lb).
+    balancer_diff: str | None = None
+    # `apply --force`: the user overrides the gate, and the roles skip their own checks of it.
+    force: bool = False
 
 
 def secrets(stack: Stack, environ: dict[str, str] | None = None) -> dict[str, str]:

@@ -154,13 +154,13 @@ def facts(f: HostFacts, redacted: bool = False) -> None:
         )
 
 
-def problems(items: Sequence[Finding | Diagnosis]) -> Table:
+def problems(items: Sequence[Finding | Diagnosis], notes: Sequence[str] = ()) -> Table:
     """One row per finding or diagnosis: rule, title, message, (a log's evidence and cause), fix,
-    sources. The text column wraps under itself, not under the severity."""
+    sources, and the item's note if `notes` has one. The text column wraps under itself."""
     grid = Table.grid(padding=(0, 1))
     grid.add_column(no_wrap=True)
     grid.add_column(overflow="fold")
-    for x in items:
+    for i, x in enumerate(items):
         style = STYLE[x.severity]
         lines = [f"[bold]{x.rule}[/bold] {escape(x.title)}", escape(x.message)]
         if not isinstance(x, Finding):  # a Diagnosis: a log's evidence and cause
@@ -173,12 +173,14 @@ def problems(items: Sequence[Finding | Diagnosis]) -> Table:
             f"[green]Fix:[/green] {escape(x.fix)}",
             f"[dim]Sources: {escape(' '.join(x.citations))}[/dim]",
         ]
+        if i < len(notes) and notes[i]:
+            lines.append(f"[bold]{escape(notes[i])}[/bold]")
         grid.add_row(f"  [{style}]{x.severity.upper():7}[/{style}]", "\n".join(lines) + "\n")
     return grid
 
 
-def print_problems(items: Sequence[Finding | Diagnosis]) -> None:
-    _console().print(problems(items))
+def print_problems(items: Sequence[Finding | Diagnosis], notes: Sequence[str] = ()) -> None:
+    _console().print(problems(items, notes))
 
 
 def report(r: Report, redacted: bool = False) -> None:

@@ -76,6 +76,7 @@ class Stack:
     profiles: tuple[Profile, ...] = ()
     canary: Canary = field(default_factory=Canary)
     server_user: str = "gpuprov-llama"
+    server_startup: int = 300  # seconds a llama-server may take to answer after a start
     vllm: Vllm = field(default_factory=Vllm)
     balancer: Balancer = field(default_factory=Balancer)
     toolkit: Toolkit = field(default_factory=Toolkit)
@@ -110,6 +111,7 @@ def from_data(data: Mapping[str, Any]) -> Stack:
         profiles=llama_server.profiles(v),
         canary=canary.parse(v),
         server_user=read.name(v, "llama_server_user"),
+        server_startup=llama_server.startup(v),
         vllm=vllm.parse(v),
         balancer=nginx_lb.parse(v),
         toolkit=nvidia_container_toolkit.parse(v),

@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from checks.facts.model import Gpu
+from checks.facts.model import Gpu, LlamaServer
 from checks.services.gguf_header import GGML_TYPES, TYPE_IDS, GgufInfo
 
 MIB = 1024 * 1024
@@ -57,6 +57,22 @@ class LlamaClaim:
     cache_type_k: str = "f16"
     cache_type_v: str = "f16"
     gpu_layers: str = ""
+
+
+def llama_claim(service: str, server: LlamaServer, model: GgufInfo | None) -> LlamaClaim:
+    """A llama-server profile's claim on every GPU, from its arguments as llama.cpp reads them
+    (a --ctx-size in extra_args counts); a setting they leave out is llama.cpp's default, with
+    the context at the model's context_length (what newer builds do)."""
+    return LlamaClaim(
+        service=service,
+        gpus=(),
+        model=model,
+        ctx_size=max(server.ctx_size or 0, 0),
+        parallel=server.parallel if server.parallel and server.parallel > 0 else 1,
+        cache_type_k=server.cache_type_k or "f16",
+        cache_type_v=server.cache_type_v or "f16",
+        gpu_layers=server.n_gpu_layers or "",
+    )
 
 
 @dataclass(frozen=True)

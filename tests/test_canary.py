@@ -1,14 +1,16 @@
-"""The canary script's main(), against a local HTTP server and a stand-in systemctl.
+"""The canary script's main(), against a local HTTP server and stand-in systemctl and journalctl.
 
 Real: roles/canary/files/gpuprov_canary.py (imported by path), requests, real HTTP on 127.0.0.1,
-and the targets file and EnvironmentFile rendered by the roles' templates. Stand-ins: the HTTP
-server (http.server answering /health and /completion the way llama-server does) and systemctl
-(a shell script that records its arguments and answers `is-active`). The real llama-server and
-systemd are covered by the end-to-end tests.
+the targets file and EnvironmentFile rendered by the roles' templates, and what systemd 252 wrote
+for `systemctl show` and `journalctl` (tests/fixtures/systemd/, provenance in its SOURCES.tsv).
+Stand-ins: the HTTP server (http.server answering /health and /completion the way llama-server
+does), and systemctl and journalctl (shell scripts that record their arguments and answer with
+those recordings). The real llama-server and systemd are covered by the end-to-end tests.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import importlib.util
 import json
@@ -24,19 +26,39 @@ from typing import Any
 import pytest
 
 from provision import stack, templates
+from tests.conftest import FIXTURES
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "roles" / "canary" / "files" / "gpuprov_canary.py"
 UNIT = "gpuprov-llama-main.service"
-SYSTEMCTL = """\
+SYSTEMD = FIXTURES / "systemd"
+SHOW = f"show -p NRestarts,ActiveState,SubState,ExecMainStatus,ExecMainCode,Result {UNIT}"
+JOURNAL = f"-u {UNIT} -n 10 --no-pager -o cat"
+# Both answer with the files the test put beside them; "<name>-hangs" makes one never answer,
+# "<name>-fails" makes one fail the way systemd's tools do without a running systemd, and
+# "restart-fails" (with "restart-hangs": never answers) does that to `systemctl restart` only.
+STANDIN = """\
 #!/bin/sh
 here=$(dirname "$0")
-printf '%s\\n' "$*" >> "$here/systemctl.log"
-if [ "$1" = is-active ]; then
-    state=$(cat "$here/unit-state")
-    echo "$state"
-    [ "$state" = active ]
+name=$(basename "$0")
+printf '%s\\n' "$*" >> "$here/$name.log"
+[ -e "$here/$name-hangs" ] && exec sleep 30
+if [ "$name $1" = "systemctl restart" ] && [ -e "$here/restart-fails" ]; then
+    [ -e "$here/restart-hangs" ] && exec sleep 30
+    echo "Job for $2 failed because the control process exited with error code." >&2
+    echo "See \\"systemctl status $2\\" and \\"journalctl -xeu $2\\" for details." >&2
+    exit 1
 fi
+if [ -e "$here/$name-fails" ]; then
+    echo "System has not been booted with systemd as init system (PID 1). Can't operate." >&2
+    echo "Failed to connect to bus: Host is down" >&2
+    exit 1
+fi
+case "$name $1" in
+    "systemctl show") cat "$here/unit-show" ;;
+    journalctl*) cat "$here/journal" 2>/dev/null ;;
+esac
+exit 0
 """
 
 
@@ -139,29 +161,39 @@ class Host:
         )
         self.env.chmod(0o600)
         self.state = tmp_path / "state"
+        for name in ("systemctl", "journalctl"):
+            (tmp_path / name).write_text(STANDIN)
+            (tmp_path / name).chmod(0o755)
         self.systemctl = tmp_path / "systemctl"
-        self.systemctl.write_text(SYSTEMCTL)
-        self.systemctl.chmod(0o755)
+        self.journalctl = tmp_path / "journalctl"
         self.unit_state("active")
 
-    def unit_state(self, state: str) -> None:
-        (self.root / "unit-state").write_text(state + "\n")
+    def unit_state(self, recorded: str) -> None:
+        """What `systemctl show` answers: tests/fixtures/systemd/show/<recorded>.txt."""
+        (self.root / "unit-show").write_text((SYSTEMD / "show" / f"{recorded}.txt").read_text())
+
+    def journal(self, recorded: str) -> None:
+        """What journalctl answers: tests/fixtures/systemd/journal/<recorded>.txt."""
+        (self.root / "journal").write_text((SYSTEMD / "journal" / f"{recorded}.txt").read_text())
 
     @property
     def counter(self) -> Path:
         return self.state / f"{UNIT}.failures"
 
+    def calls(self, tool: str) -> list[str]:
+        log = self.root / f"{tool}.log"
+        return log.read_text().splitlines() if log.exists() else []
+
     @property
     def systemctl_calls(self) -> list[str]:
-        log = self.root / "systemctl.log"
-        return log.read_text().splitlines() if log.exists() else []
+        return self.calls("systemctl")
 
     def run(self, canary: ModuleType, timeout: float = 5) -> int:
         code: int = canary.main(
             [
                 *("--config", str(self.config), "--state-dir", str(self.state)),
                 *("--timeout", str(timeout), "--failures", "2"),
-                *("--systemctl", str(self.systemctl)),
+                *("--systemctl", str(self.systemctl), "--journalctl", str(self.journalctl)),
             ]
         )
         return code
@@ -170,7 +202,8 @@ class Host:
 def test_healthy_server(tmp_path: Path, stub: Stub, canary: ModuleType) -> None:
     host = Host(tmp_path, stub)
     assert host.run(canary) == 0
-    assert host.systemctl_calls == [f"is-active {UNIT}"]
+    assert host.systemctl_calls == [SHOW]
+    assert host.calls("journalctl") == []
     assert not host.counter.exists()
     assert stub.seen == [
         {"method": "GET", "path": "/health", "authorization": None, "body": None},
@@ -190,7 +223,7 @@ def test_one_failure_counts_without_restart(
     stub.completion = [(500, '{"error": "boom"}')]
     assert host.run(canary) == 1
     assert host.counter.read_text() == "1"
-    assert host.systemctl_calls == [f"is-active {UNIT}"]
+    assert host.systemctl_calls == [SHOW]
     assert "failed (HTTP 500), 1 of 2 before a restart" in capsys.readouterr().out
 
 
@@ -199,7 +232,7 @@ def test_second_failure_in_a_row_restarts(tmp_path: Path, stub: Stub, canary: Mo
     stub.completion = [(500, "{}")]
     host.run(canary)
     assert host.run(canary) == 1
-    assert host.systemctl_calls == [f"is-active {UNIT}", f"is-active {UNIT}", f"restart {UNIT}"]
+    assert host.systemctl_calls == [SHOW, SHOW, f"restart {UNIT}"]
     assert not host.counter.exists()
 
 
@@ -253,16 +286,326 @@ def test_model_loading_is_not_a_failure(
     assert f"{UNIT}: loading" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("state", ["inactive", "activating", "failed"])
-def test_unit_not_active_is_skipped(
-    tmp_path: Path, stub: Stub, canary: ModuleType, capsys: pytest.CaptureFixture[str], state: str
+# --- units that are not active --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("recorded", ["stopped", "stopped-after-a-crash-loop", "not-found"])
+def test_unit_a_person_stopped_is_skipped(
+    tmp_path: Path,
+    stub: Stub,
+    canary: ModuleType,
+    capsys: pytest.CaptureFixture[str],
+    recorded: str,
 ) -> None:
     host = Host(tmp_path, stub)
-    host.unit_state(state)
+    host.unit_state(recorded)
     assert host.run(canary) == 0
     assert stub.seen == []
-    assert host.systemctl_calls == [f"is-active {UNIT}"]
-    assert f"{UNIT}: skipped, unit is {state}" in capsys.readouterr().out
+    assert host.systemctl_calls == [SHOW]
+    assert host.calls("journalctl") == []
+    assert capsys.readouterr().out == f"{UNIT}: skipped (stopped)\n"
+
+
+def test_unit_starting_for_the_first_time_is_skipped(
+    tmp_path: Path, stub: Stub, canary: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    host = Host(tmp_path, stub)
+    host.unit_state("starting")
+    assert host.run(canary) == 0
+    assert stub.seen == []
+    assert capsys.readouterr().out == f"{UNIT}: skipped, unit is activating (start-pre)\n"
+
+
+def test_crash_looping_unit_is_failing_with_its_state_and_journal(
+    tmp_path: Path, stub: Stub, canary: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The unit systemd restarts over and over (a flag the binary rejects): every run says so,
+    with the journal's reason, and none restarts it."""
+    host = Host(tmp_path, stub)
+    host.unit_state("crash-loop")
+    host.journal("crash-loop")
+    assert [host.run(canary) for _ in range(3)] == [1, 1, 1]
+    assert stub.seen == []
+    assert host.systemctl_calls == [SHOW] * 3
+    assert host.calls("journalctl") == [JOURNAL] * 3
+    out = capsys.readouterr().out.splitlines()
+    head = (
+        f"{UNIT}: FAILING: activating (auto-restart), 39 automatic restarts, main process exited"
+        " with status 1, result exit-code; not restarted by the canary"
+    )
+    journal = (SYSTEMD / "journal" / "crash-loop.txt").read_text().splitlines()
+    assert out == [head, *(f"{UNIT}: journal: {line}" for line in journal)] * 3
+    assert f"{UNIT}: journal: error: invalid argument: --bogus-flag" in out
+
+
+@pytest.mark.parametrize(
+    ("recorded", "described"),
+    [
+        (
+            "killed-in-a-loop",
+            "activating (auto-restart), 39 automatic restarts,"
+            " main process killed by signal 9 (SIGKILL), result signal",
+        ),
+        (
+            "failed",
+            "failed (failed), 0 automatic restarts, main process exited with status 1,"
+            " result exit-code",
+        ),
+        (
+            "failed-start-limit",
+            "failed (failed), 5 automatic restarts, main process exited with status 1,"
+            " result exit-code",
+        ),
+        (
+            "starting-after-a-timeout",
+            "activating (start-pre), 1 automatic restart, result success",
+        ),
+    ],
+)
+def test_unit_systemd_restarted_or_gave_up_on_is_failing(
+    tmp_path: Path,
+    stub: Stub,
+    canary: ModuleType,
+    capsys: pytest.CaptureFixture[str],
+    recorded: str,
+    described: str,
+) -> None:
+    host = Host(tmp_path, stub)
+    host.unit_state(recorded)
+    host.journal(recorded)
+    assert host.run(canary) == 1
+    assert stub.seen == []
+    assert host.systemctl_calls == [SHOW]
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"{UNIT}: FAILING: {described}; not restarted by the canary"
+    journal = (SYSTEMD / "journal" / f"{recorded}.txt").read_text().splitlines()
+    assert out[1:] == [f"{UNIT}: journal: {line}" for line in journal]
+
+
+def test_failing_unit_ends_a_run_of_failures(
+    tmp_path: Path, stub: Stub, canary: ModuleType
+) -> None:
+    """A failed probe, then systemd restarting the unit, then a failed probe: not two failures
+    of one server in a row, so no restart."""
+    host = Host(tmp_path, stub)
+    stub.completion = [(500, "{}")]
+    assert host.run(canary) == 1
+    assert host.counter.read_text() == "1"
+    host.unit_state("crash-loop")
+    assert host.run(canary) == 1
+    assert not host.counter.exists()
+    host.unit_state("active")
+    assert host.run(canary) == 1
+    assert host.counter.read_text() == "1"
+    assert f"restart {UNIT}" not in host.systemctl_calls
+
+
+def test_no_journal_lines_still_says_failing(
+    tmp_path: Path, stub: Stub, canary: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    host = Host(tmp_path, stub)
+    host.unit_state("crash-loop")
+    assert host.run(canary) == 1
+    assert capsys.readouterr().out.splitlines()[1:] == [f"{UNIT}: journal: (no lines)"]
+
+
+def test_journalctl_that_fails_is_named(
+    tmp_path: Path, stub: Stub, canary: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    host = Host(tmp_path, stub)
+    host.unit_state("crash-loop")
+    (tmp_path / "journalctl-fails").touch()
+    assert host.run(canary) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[1:] == [
+        f"{UNIT}: journal: (no lines: journalctl exited 1: System has not been booted with"
+        " systemd as init system (PID 1). Can't operate. Failed to connect to bus: Host is down)"
+    ]
+
+
+def test_journal_lines_never_show_the_api_key(
+    tmp_path: Path, stub: Stub, canary: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    host = Host(tmp_path, stub, api_key="k3y-s3cret")
+    host.unit_state("crash-loop")
+    (tmp_path / "journal").write_text("error: invalid argument: --api-key=k3y-s3cret\n")
+    assert host.run(canary) == 1
+    out = capsys.readouterr().out
+    assert "k3y-s3cret" not in out
+    assert f"{UNIT}: journal: error: invalid argument: --api-key=<secret>" in out
+
+
+@pytest.mark.parametrize(
+    ("setup", "why"),
+    [
+        ("fails", "systemctl exited 1: System has not been booted with systemd as init system"),
+        ("missing", "systemctl: No such file or directory"),
+        ("garbage", "systemctl show gave no ActiveState"),
+    ],
+)
+def test_unit_state_not_read_is_a_failure(
+    tmp_path: Path,
+    stub: Stub,
+    canary: ModuleType,
+    capsys: pytest.CaptureFixture[str],
+    setup: str,
+    why: str,
+) -> None:
+    host = Host(tmp_path, stub)
+    if setup == "fails":
+        (tmp_path / "systemctl-fails").touch()
+    elif setup == "missing":
+        host.systemctl.unlink()
+    else:
+        (tmp_path / "unit-show").write_text("Failed to get properties: Access denied\n")
+    assert host.run(canary) == 1
+    assert stub.seen == []
+    assert capsys.readouterr().out.startswith(f"{UNIT}: FAILING: state unknown ({why}")
+
+
+def test_systemctl_that_never_answers_is_given_up_on(
+    tmp_path: Path,
+    stub: Stub,
+    canary: ModuleType,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(canary, "SHOW_TIMEOUT", 0.2)
+    host = Host(tmp_path, stub)
+    (tmp_path / "systemctl-hangs").touch()
+    assert host.run(canary) == 1
+    out = capsys.readouterr().out
+    assert out == f"{UNIT}: FAILING: state unknown (systemctl did not answer within 0.2s)\n"
+
+
+@pytest.mark.parametrize(
+    ("how", "why"),
+    [
+        (
+            "fails",
+            f"systemctl exited 1: Job for {UNIT} failed because the control process exited"
+            f' with error code. See "systemctl status {UNIT}" and "journalctl -xeu {UNIT}"'
+            " for details.",
+        ),
+        ("hangs", "systemctl did not answer within 0.2s"),
+    ],
+)
+def test_restart_not_confirmed_is_logged(
+    tmp_path: Path,
+    stub: Stub,
+    canary: ModuleType,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    how: str,
+    why: str,
+) -> None:
+    monkeypatch.setattr(canary, "RESTART_TIMEOUT", 0.2)
+    host = Host(tmp_path, stub)
+    stub.completion = [(500, "{}")]
+    host.run(canary)
+    (tmp_path / "restart-fails").touch()
+    if how == "hangs":
+        (tmp_path / "restart-hangs").touch()
+    assert host.run(canary) == 1
+    assert host.systemctl_calls[-1] == f"restart {UNIT}"
+    out = capsys.readouterr().out.splitlines()
+    assert out[-2:] == [
+        f"{UNIT}: failed (HTTP 500) 2 times in a row: restarting {UNIT}",
+        f"{UNIT}: restart not confirmed ({why})",
+    ]
+
+
+def test_every_command_the_canary_runs_has_a_timeout() -> None:
+    """A systemctl or journalctl that hangs must not hang the canary's oneshot unit."""
+    tree = ast.parse(SCRIPT.read_text())
+    calls = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "subprocess"
+    ]
+    assert calls
+    assert all(any(k.arg == "timeout" for k in call.keywords) for call in calls)
+
+
+# --- `systemctl show`, parsed -------------------------------------------------------------------
+
+VERDICTS = {
+    "active": "active",
+    "crash-loop": "failing",
+    "failed": "failing",
+    "failed-start-limit": "failing",
+    "killed-in-a-loop": "failing",
+    "not-found": "stopped",
+    "starting": "busy",
+    "starting-after-a-timeout": "failing",
+    "stopped": "stopped",
+    "stopped-after-a-crash-loop": "stopped",
+    "verify-active": "active",
+    "verify-auto-restart": "failing",
+}
+
+
+def test_every_recorded_state_has_a_verdict(canary: ModuleType) -> None:
+    recorded = {p.stem: p.read_text() for p in (SYSTEMD / "show").glob("*.txt")}
+    assert set(recorded) == set(VERDICTS)
+    assert {name: canary.parse_show(text).verdict for name, text in recorded.items()} == VERDICTS
+
+
+def test_every_recording_has_its_source() -> None:
+    listed = (SYSTEMD / "SOURCES.tsv").read_text().splitlines()[1:]
+    files = sorted(str(p.relative_to(SYSTEMD)) for p in SYSTEMD.glob("*/*.txt"))
+    assert sorted(line.split("\t")[0] for line in listed) == files
+    assert all(len(line.split("\t")) == 3 and all(line.split("\t")) for line in listed)
+
+
+def test_show_output_in_any_order_with_the_other_properties(canary: ModuleType) -> None:
+    text = "SubState=auto-restart\nId=x.service\nActiveState=activating\nNRestarts=3\n"
+    state = canary.parse_show(text)
+    assert (state.active, state.sub, state.restarts, state.status) == (
+        "activating",
+        "auto-restart",
+        3,
+        None,
+    )
+    assert state.verdict == "failing"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "\x00\xff=\n",
+        "=\n==\nActiveState\n",
+        "NRestarts=-1\nExecMainStatus=1e9\nExecMainCode=99999999999999999999\n",
+        "ActiveState=\nResult=success\n",
+        "x" * 100_000,
+    ],
+)
+def test_show_parser_never_raises(canary: ModuleType, text: str) -> None:
+    state = canary.parse_show(text)
+    assert state.verdict == "unknown"
+    assert (state.restarts, state.status, state.code) == (None, None, None)
+
+
+@pytest.mark.parametrize(
+    ("fields", "last"),
+    [
+        ({"status": 1, "code": 1}, "exited with status 1"),
+        ({"status": 9, "code": 2}, "killed by signal 9 (SIGKILL)"),
+        ({"status": 11, "code": 3}, "dumped core on signal 11 (SIGSEGV)"),
+        ({"status": 6, "result": "core-dump"}, "dumped core on signal 6 (SIGABRT)"),
+        ({"status": 15, "result": "signal"}, "killed by signal 15 (SIGTERM)"),
+        ({"status": 200, "code": 2}, "killed by signal 200"),
+        ({"status": 0, "code": 0}, ""),
+        ({"status": 0, "code": 1}, "exited with status 0"),
+        ({}, ""),
+    ],
+)
+def test_last_exit(canary: ModuleType, fields: dict[str, Any], last: str) -> None:
+    assert canary.UnitState(**fields).last_exit() == last
 
 
 def test_api_key_from_a_handwritten_env_file(
@@ -361,3 +704,17 @@ def test_openai_reply_without_choices_fails(
     stub.completion = [(200, json.dumps({"choices": []}))]
     assert host.run(canary) == 1
     assert "reply is not a completion" in capsys.readouterr().out
+
+
+def test_failing_replica_and_balancer_units_are_reported_never_restarted(
+    tmp_path: Path, stub: Stub, canary: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    host = vllm_host(tmp_path, stub)
+    host.unit_state("crash-loop")
+    assert [host.run(canary) for _ in range(2)] == [1, 1]
+    assert stub.seen == []
+    assert not any(call.startswith("restart") for call in host.systemctl_calls)
+    out = capsys.readouterr().out
+    for unit in (REPLICA_UNIT, "nginx.service"):
+        assert f"{unit}: FAILING: activating (auto-restart)" in out
+        assert f"{unit}: journal: (no lines)" in out

@@ -16,7 +16,7 @@ from pytest import CaptureFixture
 
 from checks.facts.model import HostFacts, from_dict
 from checks.reporting import schema
-from provision import gate, stack
+from provision import gate, stack, verify
 from provision.cli import app
 from provision.converge_cli import Converge
 from provision.deploy import HostOutcome, OpResult, Run
@@ -159,7 +159,9 @@ def test_apply_json(capsys: CaptureFixture[str]) -> None:
                 OpResult("Start qwen-2", "not run"),
             ],
         ),
-        "llama": HostOutcome("llama", llama, ops=[OpResult("Build", "changed")]),
+        "llama": HostOutcome(
+            "llama", llama, ops=[OpResult("Build", "changed")], verification=crash_loop()
+        ),
         "down": HostOutcome("down", skipped="could not connect"),
     }
     run = Run("inv.py", state=None, plans={}, outcomes=outcomes)  # type: ignore[arg-type]
@@ -176,3 +178,34 @@ def test_apply_json(capsys: CaptureFixture[str]) -> None:
     text = capsys.readouterr().out
     assert "vllm: 1 changed, 1 unchanged, 1 FAILED" in text
     assert "down: not changed: could not connect" in text
+    check = hosts["llama"]["verification"]
+    assert check["ok"] is False
+    (unit,) = [u for u in check["units"] if not u["ok"]]
+    assert unit["journal"][-1].startswith("RuntimeError")
+    assert unit["diagnoses"][0]["rule"] == "CTR-002"
+    assert "llama: 1 changed, 0 unchanged; services FAILING" in text
+    assert "FAILING     gpuprov-llama-main.service: restarted 3 times" in text
+    assert "CTR-002" in text and "| RuntimeError" in text
+
+
+def crash_loop() -> verify.Verification:
+    """A post-apply check in which one unit crash-looped with a real Error 804 in its journal."""
+    journal = [
+        (FIXTURES / "real" / "err804__vllm-4940_docker-run.txt").read_text().splitlines()[-1]
+    ]
+    journal[0] = journal[0].removeprefix('I use the command above to test and occur "').rstrip('"')
+    return verify.Verification(
+        10,
+        [
+            verify.UnitResult(
+                "gpuprov-llama-main.service",
+                False,
+                "activating (auto-restart)",
+                "restarted 3 times (last exit status 1)",
+                3,
+                journal,
+                verify.diagnose(journal, None),
+            ),
+            verify.UnitResult("gpuprov-canary.timer", True, "active (waiting)", "active for 10s+"),
+        ],
+    )

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import pytest
+
+from checks.facts import capture
 from checks.facts.model import HostFacts, from_dict
+from checks.matrix import engine
 from checks.reporting import recommend
+from tests.conftest import FIXTURES, REAL
 
 
 def _facts(driver: str | None, *ccs: str, **extra: Any) -> HostFacts:
@@ -102,3 +108,75 @@ def test_installed_toolkit_judged_by_its_update() -> None:
     assert "/usr/local/cuda-13.2" in detail and "/opt/cuda-13.2" not in detail
     ampere = _facts("595.71.05", "8.6", toolkits=[unknown])
     assert "/opt/cuda-13.2" in recommend.nvcc(ampere).detail
+
+
+NVCC_13 = {"path": "/usr/local/cuda-13.0/bin/nvcc", "release": "13.0", "version": "13.0.88"}
+
+
+def test_nvcc_13_on_a_575_driver_is_not_called_good() -> None:
+    """DRV-001 reports nvcc 13.0 on driver 575.x (CUDA 13 needs 580.65.06): so does the advice."""
+    facts = _facts("575.57.08", "8.9", toolkits=[NVCC_13])
+    drv_001 = [f for f in engine.evaluate(facts) if f.rule == "DRV-001"]
+    assert [(f.severity, f.subject) for f in drv_001] == [
+        ("error", f"CUDA toolkit {NVCC_13['path']}")
+    ]
+    assert recommend.good_toolkits(facts) == []
+    rec = recommend.nvcc(facts)
+    assert rec.value == "CUDA 12.9.1", rec
+    assert "installed and good" not in rec.detail and "DRV-001" in rec.basis
+    assert recommend.build_release(facts) == "12.9.1"
+    newer = _facts("580.95.05", "8.9", toolkits=[NVCC_13])
+    assert [t.path for t in recommend.good_toolkits(newer)] == [NVCC_13["path"]]
+    assert f"installed and good: CUDA toolkit {NVCC_13['path']}" in recommend.nvcc(newer).detail
+
+
+def test_nvcc_builds_for_the_driver_of_a_compressed_kernel() -> None:
+    """Below 550, ggml's compressed kernels of CUDA 12.8+ do not load (LCPP-005): not good."""
+    nvcc_128 = {"path": "/usr/local/cuda-12.8/bin/nvcc", "release": "12.8", "version": "12.8.93"}
+    facts = _facts("535.183.01", "8.6", toolkits=[nvcc_128])
+    assert "LCPP-005" in {f.rule for f in engine.evaluate(facts)}
+    assert recommend.good_toolkits(facts) == []
+    assert recommend.nvcc(facts).value == "CUDA 12.2.2"
+
+
+def test_no_release_good_on_the_driver_is_never_installed() -> None:
+    """Driver 418 runs no CUDA family an RTX 3090 builds with: advice, but nothing to install."""
+    facts = _facts("418.87.01", "8.6")
+    rec = recommend.nvcc(facts)
+    assert rec.value == "CUDA 11.1" and "upgrade the driver first" in rec.detail
+    assert recommend.build_release(facts).startswith("none good on this driver: CUDA 11.1")
+
+
+def _load(name: str) -> HostFacts:
+    return from_dict(HostFacts, json.loads((FIXTURES / f"{name}.json").read_text())["facts"])
+
+
+@pytest.mark.parametrize(
+    ("facts", "rule"),
+    [
+        (capture.load([str(REAL / "err_nvml-mismatch__tinygrad-ogkm-47.txt")]), "DRV-003"),
+        (_load("rules/DRV-003/fail"), "DRV-003"),
+        (_load("rules/DRV-007/fail"), "DRV-007"),
+        (_load("rules/DRV-007/fail-no-devices"), "DRV-007"),
+        (_load("rules/HOST-001/fail-unreachable"), "HOST-001"),
+    ],
+    ids=["nvml-mismatch-capture", "DRV-003", "DRV-007", "DRV-007-no-devices", "HOST-001"],
+)
+def test_a_broken_driver_is_reported_as_broken_never_as_no_gpu(facts: HostFacts, rule: str) -> None:
+    recs = _by_topic(facts)
+    assert len(recs) == 4
+    for rec in recs.values():
+        assert rec.value == "unknown until the driver works", rec
+        assert rec.basis == (rule,)
+        assert rec.detail.startswith(f"the NVIDIA driver is broken ({rule}: "), rec.detail
+        assert "CPU" not in rec.detail and "no NVIDIA GPU" not in rec.detail
+    findings = {f.rule for f in engine.evaluate(facts)}
+    assert rule in findings and "GPU-001" not in findings
+    assert recommend.build_release(facts).startswith("unknown until the driver works")
+
+
+def test_without_any_driver_the_host_is_cpu_only() -> None:
+    """Nothing NVIDIA answers and nothing shows a GPU: GPU-001, and CPU-only advice."""
+    facts = _load("rules/GPU-001/fail")
+    assert recommend.broken_driver(facts) is None
+    assert recommend.llama_cpp_flags(facts).value == "-DGGML_CUDA=OFF"

@@ -16,9 +16,21 @@ import pytest
 import yaml
 
 from checks.facts.model import HostFacts
-from provision import deploy, filters, nginx, quoting, role_table, stack, templates, toolkit, vllm
+from provision import (
+    deploy,
+    filters,
+    nginx,
+    quoting,
+    role_table,
+    servicefacts,
+    stack,
+    templates,
+    toolkit,
+    vllm,
+)
 from provision.gate import HostGate
 from provision.hostplan import HostPlan
+from provision.settings import llama_server
 
 ROOT = Path(__file__).resolve().parent.parent
 ROLES = ROOT / "roles"
@@ -197,7 +209,7 @@ def test_the_entries_load_from_the_packaged_roles() -> None:
 
 def test_the_registry_holds_every_module_filter() -> None:
     merged: dict[str, Any] = {}
-    for module in (quoting, vllm, nginx, toolkit):
+    for module in (quoting, vllm, nginx, toolkit, llama_server, servicefacts):
         assert not set(module.FILTERS) & set(merged), module.__name__
         merged.update(module.FILTERS)
     assert dict(filters.registry()) == merged

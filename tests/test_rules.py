@@ -48,7 +48,7 @@ def _cases(kind: str) -> list[pytest.ParameterSet]:
 
 def test_rule_count_is_pinned() -> None:
     """Adding or removing a rule is a deliberate change: update this number with it."""
-    assert len(RULES) == 39
+    assert len(RULES) == 43
 
 
 AREAS = registry.areas()
@@ -212,6 +212,20 @@ def test_a_route_evaluates_the_rules_it_detects(rule: registry.Rule) -> None:
 def test_no_fixture_without_a_rule() -> None:
     """Only rules an evaluator detects have fact fixtures."""
     assert {p.name for p in RULE_FIXTURES.iterdir()} == {r.id for r in FACT_RULES}
+
+
+def test_driver_faults_name_parameterless_host_errors() -> None:
+    """evaluators.DRIVER_FAULTS: each an evaluator of host error rules that read no params (the
+    GPU-001 evaluator and the recommendations call them without)."""
+    from checks.matrix import toolkits
+
+    for name in evaluators.DRIVER_FAULTS:
+        users = [r for r in RULES if r.check == name]
+        assert users, name
+        for rule in users:
+            assert (rule.severity, rule.params, "host" in rule.detected_by) == ("error", {}, True)
+    assert set(toolkits.JUDGES) <= set(evaluators.EVALUATORS)
+    assert all(any(r.check == name for r in RULES) for name in toolkits.JUDGES)
 
 
 def test_empty_facts_give_no_error() -> None:

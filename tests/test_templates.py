@@ -128,7 +128,7 @@ def test_full_profile_argv_as_systemd_reads_it(prefix: Path) -> None:
         *("--model", "/srv/models/My Model (Q4).gguf", "--alias", 'qwen "3" $$HOME é'),
         *("--host", "0.0.0.0", "--port", "8081", "--ctx-size", "32768", "--parallel", "4"),
         *("--flash-attn", "on", "--cache-type-k", "q8_0", "--cache-type-v", "q8_0"),
-        *("--n-gpu-layers", "all", "--threads", "8", "--mlock"),
+        *("--n-gpu-layers", "all", "--threads", "8"),  # mlock: in the EnvironmentFile
         *("--jinja", "--chat-template-kwargs", '{"enable_thinking": false}', "a\\b"),
     ]
     assert [command_words(line) for line in settings["Command Line"]] == [expected]
@@ -157,9 +157,19 @@ def test_after_persistenced_only_when_present(prefix: Path, present: bool) -> No
 
 @pytest.mark.parametrize("mlock", [True, False])
 def test_memlock_limit_only_with_mlock(prefix: Path, mlock: bool) -> None:
-    text = unit(host_data(prefix, {**MINIMAL, "mlock": mlock}))
+    data = host_data(prefix, {**MINIMAL, "mlock": mlock})
+    text = unit(data)
     assert lines_of(text, "LimitMEMLOCK") == (["infinity"] if mlock else [])
-    assert ('"--mlock"' in text) is mlock
+    assert '"--mlock"' not in text  # newer llama.cpp refuses it
+
+
+@pytest.mark.parametrize("mlock", [True, False])
+def test_mlock_reaches_either_build_through_the_env_file(prefix: Path, mlock: bool) -> None:
+    """LLAMA_ARG_MLOCK for a build with --mlock, LLAMA_ARG_LOAD_MODE for one with --load-mode:
+    llama.cpp reads the variables of the options it has."""
+    text = env_file(host_data(prefix, {**MINIMAL, "mlock": mlock}), "")
+    wanted = ['"1"', '"mmap+mlock"'] if mlock else []
+    assert lines_of(text, "LLAMA_ARG_MLOCK") + lines_of(text, "LLAMA_ARG_LOAD_MODE") == wanted
 
 
 def test_env_file_holds_the_key_only_when_given(prefix: Path) -> None:

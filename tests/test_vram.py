@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from checks.facts.model import Gpu
+from checks.facts.model import Gpu, LlamaServer
 from checks.services.gguf_header import GgufInfo, summary
+from checks.services.llama_server_args import server
+from provision import stack
 from provision.vram import (
     LLAMA_OVERHEAD_MIB,
     MIB,
@@ -15,6 +17,7 @@ from provision.vram import (
     LlamaClaim,
     VllmClaim,
     budget,
+    llama_claim,
 )
 from tests.support import tiny_gguf
 
@@ -207,3 +210,28 @@ def test_table_columns_are_fixed() -> None:
     assert gpu.startswith("0    NVIDIA RTX PRO 6000 Blackwe...")
     assert holder.index("47.8 GiB") == gpu.index("47.8 GiB")
     assert holder.endswith("vLLM 0.5 x 97887 MiB")
+
+
+def test_a_ctx_size_in_extra_args_counts(tiny: GgufInfo) -> None:
+    """The claim is read from the unit's arguments: the last --ctx-size wins, extra_args too."""
+    profile = {"name": "tiny", "model": "/m.gguf", "port": 8080, "ctx_size": 4096}
+    plain = stack.from_data({"llama_server_profiles": [profile]}).profiles[0]
+    extra = {**profile, "extra_args": ["-c", "65536", "-ctv", "q8_0", "-ngl", "1"]}
+    more = stack.from_data({"llama_server_profiles": [extra]}).profiles[0]
+    claims = [llama_claim(p.unit, server(p.name, p.args()), tiny) for p in (plain, more)]
+    assert claims[0] == LlamaClaim(plain.unit, (), tiny, 4096)
+    assert claims[1] == LlamaClaim(more.unit, (), tiny, 65536, 1, "f16", "q8_0", "1")
+    one = budget(TWO_3090[:1], claims[:1])
+    two = budget(TWO_3090[:1], claims[1:])
+    # 16 times the context, a q8_0 V cache, and one layer of three on the GPU
+    kv = kv_mib(2, 65536, 64, 64.0) / 2 + kv_mib(2, 65536, 64, 34.0) / 2
+    assert held(two)[0][more.unit] == pytest.approx(
+        ((tiny.tensor_bytes or 0) / MIB + kv) / 3 + LLAMA_OVERHEAD_MIB
+    )
+    assert held(two)[0][more.unit] > held(one)[0][plain.unit]
+    (holder,) = [line for line in two.lines() if more.unit[:28] in line]
+    assert "(65536 ctx / 1 slots, f16/q8_0)" in holder and "1/3 layers" in holder
+
+
+def test_a_claim_leaves_unset_settings_to_llama_cpp(tiny: GgufInfo) -> None:
+    assert llama_claim("m", LlamaServer(parallel=-1), tiny) == LlamaClaim("m", (), tiny, 0)

@@ -185,6 +185,7 @@ class LlamaCppBuild:
     cuda_archs: list[str] | None = None
     cmake_cuda_architectures: str | None = None
     cuda_compiler_version: str | None = None
+    cuda_toolkit_update: str | None = None  # the toolkit's own version (13.2.2), where known
     compression_mode: str | None = None
     blackwell_native_fp4: bool | None = None
 
@@ -228,12 +229,35 @@ class VllmService:
 
 @dataclass
 class LlamaServer:
-    """A planned llama-server profile: the settings the rules judge, as the stack gives them."""
+    """A planned llama-server profile: its command line, the settings read from it, its build.
+
+    `argv` is what follows the binary: the profile's settings, then its extra_args. The settings
+    below it are read from `argv` as llama.cpp reads it (the last occurrence wins); one `argv`
+    does not set stays None. `mlock` is the profile's mlock setting, which reaches llama.cpp
+    through the environment. `build` names the llama-server whose --help the gate read on the
+    host, `build_planned` whether that is the planned build itself; `rejected` lists what of
+    `argv` it refuses and `mlock_supported` whether it can lock the model in RAM (both None
+    when no --help was read). `missing_files` lists the model, mmproj and draft model paths the
+    host said it cannot read (None when none was tested).
+    """
 
     name: str | None = None
+    argv: list[str] = field(default_factory=list)
+    model: str | None = None
+    mmproj: str | None = None
+    model_draft: str | None = None
+    ctx_size: int | None = None
+    parallel: int | None = None
+    n_gpu_layers: str | None = None
     flash_attn: str | None = None
     cache_type_k: str | None = None
     cache_type_v: str | None = None
+    mlock: bool | None = None
+    build: str | None = None
+    build_planned: bool | None = None
+    rejected: list[str] | None = None
+    mlock_supported: bool | None = None
+    missing_files: list[str] | None = None
 
     def key(self) -> str | None:
         return self.name

@@ -14,8 +14,14 @@ from typing import Any
 from packaging.version import Version
 
 from checks import coverage, versions
-from checks.facts.model import CompatLibrary, ContainerImage, HostFacts, VllmService
-from checks.matrix import registry
+from checks.facts.model import (
+    CompatLibrary,
+    ContainerImage,
+    HostFacts,
+    VllmService,
+    probed_hosts,
+)
+from checks.matrix import registry, toolkits
 from checks.matrix.host import (
     cuda_users,
     gpu_label,
@@ -23,13 +29,17 @@ from checks.matrix.host import (
     host_driver,
     host_driver_cuda,
     llamacpp_label,
+    nvidia_module_loaded,
     requirement_met,
     toolkit_label,
 )
+from checks.services import llama_server_args
 
 Match = dict[str, str]
 Evaluator = Callable[[HostFacts, Mapping[str, Any]], Iterator[Match]]
 EVALUATORS: dict[str, Evaluator] = {}
+# The probes that list GPUs: NVML in-process, else nvidia-smi.
+_GPU_PROBES = ("nvml", "nvidia-smi")
 
 
 def evaluator(func: Evaluator) -> Evaluator:
@@ -44,22 +54,15 @@ def driver_below_cuda(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[M
         return
     text, version = driver
     for subject, cuda in cuda_users(facts):
-        family = registry.family_minimum(cuda)
-        release = registry.release_minimum(cuda) or family
-        if family is None or release is None:
-            continue
-        below_family = version < family
-        below_release = version < release
-        if (params["mode"] == "family" and below_family) or (
-            params["mode"] == "release" and below_release and not below_family
-        ):
+        if toolkits.driver_too_old(cuda, version, params["mode"]):
+            family = registry.family_minimum(cuda)
             yield {
                 "subject": subject,
                 "driver": text,
                 "cuda": str(cuda.major),
                 "release": f"{cuda.major}.{cuda.minor}",
                 "minimum": str(family),
-                "release_minimum": str(release),
+                "release_minimum": str(registry.release_minimum(cuda) or family),
             }
 
 
@@ -84,6 +87,22 @@ def nvml_mismatch(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match
             "module": str(module),
             "userspace": str(drv.version),
         }
+
+
+@evaluator
+def driver_loaded_without_gpu(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
+    """The nvidia module is loaded (so it bound a GPU) yet the driver lists none; a version
+    mismatch is DRV-003's."""
+    if facts.gpus or not nvidia_module_loaded(facts) or next(nvml_mismatch(facts, params), None):
+        return
+    drv = facts.driver
+    module = drv.kernel_module_version or "version not read"
+    failures = [f"nvidia-smi: {drv.smi_error}"] if drv.smi_error else []
+    failures += [f"NVML: {drv.nvml_error}"] if drv.nvml_error else []
+    if failures:
+        yield {"subject": "NVIDIA driver", "module": module, "detail": "; ".join(failures)}
+    elif any(p.name in _GPU_PROBES and p.status == "ok" for p in facts.probes):
+        yield {"subject": "NVIDIA driver", "module": module, "case": "no_devices"}
 
 
 @evaluator
@@ -159,20 +178,34 @@ def open_modules_required(facts: HostFacts, params: Mapping[str, Any]) -> Iterat
             yield {"subject": gpu_label(gpu), "cc": gpu.compute_capability or "", "case": case}
 
 
+# Evaluators whose match says an NVIDIA driver is installed but cannot list the GPUs. While one
+# matches and no GPU is listed, what the host's GPUs need is unknown, never "no GPU": no_gpu stays
+# quiet and the recommendations wait for the driver (checks/reporting/recommend.py). None of them
+# reads its params.
+DRIVER_FAULTS = ("nvml_mismatch", "secure_boot_unsigned", "driver_loaded_without_gpu")
+
+
+def driver_broken(facts: HostFacts) -> bool:
+    """Whether a driver-fault evaluator matches while no GPU is listed."""
+    return not facts.gpus and any(
+        next(EVALUATORS[name](facts, {}), None) is not None for name in DRIVER_FAULTS
+    )
+
+
 @evaluator
 def no_gpu(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
-    if facts.gpus:
+    if facts.gpus or driver_broken(facts):
         return
     reasons = [
         f"{probe.name}: {probe.detail or probe.status}"
         for probe in facts.probes
-        if probe.name in ("nvml", "nvidia-smi") and probe.status != "ok"
+        if probe.name in _GPU_PROBES and probe.status != "ok"
     ]
     if facts.driver.smi_error:
         reasons.append(f"nvidia-smi: {facts.driver.smi_error}")
     if reasons:
         yield {"subject": "host", "detail": "; ".join(reasons)}
-    elif any(p.name in ("nvml", "nvidia-smi") for p in facts.probes):
+    elif any(p.name in _GPU_PROBES for p in facts.probes):
         yield {"subject": "host", "case": "no_devices"}
 
 
@@ -364,26 +397,26 @@ def nvcc_known_bad(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Matc
     gpus = [g for g in facts.gpus if g.compute_capability == params["compute_capability"]]
     if not gpus:
         return
-    releases = {Version(r) for r in params["releases"]}
-    good = {Version(u) for u in params.get("good_updates", [])}
     # (what, the best version known, whether that version is the toolkit update itself)
     subjects: list[tuple[str, str | None, bool]] = [
-        (toolkit_label(t), t.update or t.version or t.release, bool(t.update))
-        for t in facts.toolkits
+        (toolkit_label(t), *toolkits.toolkit_version(t)) for t in facts.toolkits
     ]
-    subjects += [(llamacpp_label(b), b.cuda_compiler_version, False) for b in facts.llamacpp]
+    subjects += [
+        (
+            llamacpp_label(b),
+            b.cuda_toolkit_update or b.cuda_compiler_version,
+            bool(b.cuda_toolkit_update),
+        )
+        for b in facts.llamacpp
+    ]
     for subject, nvcc, is_update in subjects:
-        release = versions.release(nvcc)
-        if release is None or release not in releases:
-            continue
-        full = versions.cuda(nvcc)
-        if is_update and full in good:
+        if not toolkits.miscompiles(nvcc, is_update, params):
             continue
         yield {
             "subject": subject,
             "nvcc": str(nvcc),
             "gpu": gpu_label(gpus[0]),
-            "case": "update_unknown" if good and not is_update else "",
+            "case": "update_unknown" if params.get("good_updates") and not is_update else "",
             "good_updates": ", ".join(params.get("good_updates", [])),
         }
 
@@ -425,23 +458,20 @@ def blackwell_without_fp4(facts: HostFacts, params: Mapping[str, Any]) -> Iterat
 @evaluator
 def compression_old_driver(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
     driver = host_driver(facts)
-    min_driver = versions.driver(params["min_driver"] + ".0")
-    from_cuda = Version(params["from_cuda"])
-    default = params["default_mode"]
-    if driver is None or min_driver is None or driver[1] >= min_driver:
+    if driver is None:
         return
     candidates: list[tuple[str, str | None, str | None]] = [
         (llamacpp_label(b), b.cuda_compiler_version, b.compression_mode) for b in facts.llamacpp
     ]
-    candidates += [(toolkit_label(t), t.release, None) for t in facts.toolkits]
+    candidates += [(toolkit_label(t), toolkits.toolkit_version(t)[0], None) for t in facts.toolkits]
     for subject, cuda_text, mode in candidates:
         cuda = versions.release(cuda_text)
-        if cuda is None or cuda < from_cuda or (mode or default).lower() == "none":
+        if cuda is None or not toolkits.compression_unloadable(cuda, mode, driver[1], params):
             continue
         yield {
             "subject": subject,
             "cuda": str(cuda),
-            "mode": mode or default,
+            "mode": mode or params["default_mode"],
             "driver": driver[0],
             "min_driver": params["min_driver"],
         }
@@ -567,3 +597,42 @@ def quantized_v_cache_without_flash_attn(
                 "profile": profile,
                 "cache_type_v": cache,
             }
+
+
+@evaluator
+def llama_server_refused(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
+    """Each argument of a planned llama-server that its build refuses, and mlock where the build
+    cannot lock the model; only for servers whose --help came from the planned build itself
+    (params.planned true) or from another build (false)."""
+    for server in facts.llama_servers:
+        if server.build_planned is not params["planned"]:
+            continue
+        profile = server.name or "(unnamed)"
+        found = {"profile": profile, "build": server.build or "of unknown version"}
+        for flag in server.rejected or ():
+            yield {"subject": f"profile {profile}: {flag}", "flag": flag, **found}
+        if server.mlock and server.mlock_supported is False:
+            yield {
+                "subject": f"profile {profile}: mlock",
+                "flag": "mlock",
+                "case": "mlock",
+                **found,
+            }
+
+
+@evaluator
+def llama_server_file_missing(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
+    """Each model, mmproj or draft model file of a planned llama-server the host cannot read."""
+    host = next(iter(sorted(probed_hosts(facts.sources))), "the host")
+    for server in facts.llama_servers:
+        profile = server.name or "(unnamed)"
+        for field, what in llama_server_args.FILES:
+            path = getattr(server, field)
+            if path and path in (server.missing_files or ()):
+                yield {
+                    "subject": f"profile {profile}: {what} {path}",
+                    "profile": profile,
+                    "what": what,
+                    "path": path,
+                    "host": host,
+                }

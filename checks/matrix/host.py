@@ -20,6 +20,13 @@ def host_driver(facts: HostFacts) -> tuple[str, versions.DriverVersion] | None:
     return None
 
 
+def nvidia_module_loaded(facts: HostFacts) -> bool:
+    """Whether the nvidia kernel module is loaded: in the module list, or its /proc version read.
+    It loads only when it binds a GPU ("NVRM: No NVIDIA GPU found" otherwise), so a GPU is there."""
+    loaded = facts.modules.loaded
+    return bool(loaded and "nvidia" in loaded) or facts.driver.kernel_module_version is not None
+
+
 def host_driver_cuda(facts: HostFacts) -> Version | None:
     """The CUDA the driver supports: as it reports it, else from the release table."""
     reported = versions.release(facts.driver.cuda_version)

@@ -1,19 +1,28 @@
 """What to build and pull for a host: llama.cpp arch flags, an nvcc, a vLLM image family, a wheel.
 
-Each recommendation names the rules and tables that drove it, so it can be checked by hand.
+Each recommendation names the rules and tables that drove it, so it can be checked by hand. An
+nvcc is recommended only when checks.matrix.toolkits calls it good, the same test the rules apply.
+While the driver is installed but broken, every recommendation waits for it: what the GPUs need is
+unknown, and the host is never taken for one without a GPU.
 """
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 from dataclasses import dataclass, field
 
 from packaging.version import Version
 
-from checks import coverage, versions
-from checks.facts.model import HostFacts, Toolkit
-from checks.matrix import registry
+from checks import coverage
+from checks.facts.model import Driver, HostFacts
+from checks.matrix import engine, evaluators, registry, toolkits
+from checks.matrix.engine import Finding
 from checks.matrix.host import gpus_with_cc, host_driver, host_driver_cuda, toolkit_label
+
+WAIT_FOR_DRIVER = "unknown until the driver works"
+
+# The installed toolkits good for the host's GPUs and driver: what the gate may build with.
+good_toolkits = toolkits.good_toolkits
 
 
 @dataclass(frozen=True)
@@ -30,6 +39,24 @@ def recommend(facts: HostFacts) -> list[Recommendation]:
     return [llama_cpp_flags(facts), nvcc(facts), vllm_image(facts), torch_index(facts)]
 
 
+def broken_driver(facts: HostFacts) -> Finding | None:
+    """The error finding that says the NVIDIA driver is installed but lists no GPU (a version
+    mismatch, a loaded module that shows none, Secure Boot refusing it); None when GPUs are
+    listed or nothing says so."""
+    if facts.gpus:
+        return None
+    rules = tuple(r for r in registry.routed("host") if r.check in evaluators.DRIVER_FAULTS)
+    return next((f for f in engine.evaluate(facts, rules) if f.severity == "error"), None)
+
+
+def _wait_for_driver(topic: str, fault: Finding) -> Recommendation:
+    detail = (
+        f"the NVIDIA driver is broken ({fault.rule}: {fault.title}): fix it as {fault.rule} "
+        "says, then check again"
+    )
+    return Recommendation(topic, WAIT_FOR_DRIVER, detail, (fault.rule,))
+
+
 def _ccs(facts: HostFacts) -> list[tuple[int, int]]:
     return sorted({cc for _, cc in gpus_with_cc(facts)})
 
@@ -39,7 +66,8 @@ def _unknown_cc(facts: HostFacts) -> bool:
 
 
 def cuda_architectures(facts: HostFacts) -> list[str] | None:
-    """CMAKE_CUDA_ARCHITECTURES entries for this host's GPUs; [] without a GPU, None if unknown."""
+    """CMAKE_CUDA_ARCHITECTURES entries for this host's GPUs; [] without a GPU, None if unknown.
+    [] also while a broken driver hides the GPUs: ask broken_driver first."""
     if _unknown_cc(facts):
         return None
     archs = []
@@ -51,6 +79,8 @@ def cuda_architectures(facts: HostFacts) -> list[str] | None:
 
 def llama_cpp_flags(facts: HostFacts) -> Recommendation:
     topic = "llama.cpp CMake flags"
+    if fault := broken_driver(facts):
+        return _wait_for_driver(topic, fault)
     if not facts.gpus:
         return Recommendation(
             topic, "-DGGML_CUDA=OFF", "no NVIDIA GPU found: build CPU-only", ("GPU-001",)
@@ -65,89 +95,83 @@ def llama_cpp_flags(facts: HostFacts) -> Recommendation:
     return Recommendation(topic, value, detail, ("table:archs", "ARCH-002", "LCPP-003"))
 
 
-def good_toolkits(facts: HostFacts) -> list[Toolkit]:
-    """Installed CUDA toolkits the matrix considers good for every GPU here."""
-    ccs = _ccs(facts)
-    return [t for t in facts.toolkits if _toolkit_ok(t, ccs)]
+@dataclass(frozen=True)
+class _Choice:
+    """The CUDA release to build with: `good` when checks.matrix.toolkits finds nothing against
+    it on this host as it is (else it is what to use after a driver upgrade)."""
+
+    release: Version
+    good: bool
+    detail: str
+    basis: frozenset[str]
 
 
-@functools.cache
-def _known_bad_nvcc() -> dict[tuple[int, int], tuple[str, set[str], set[str]]]:
-    """Per compute capability: the rule, the nvcc releases it names, and the updates that are fixed.
-
-    Read from the nvcc_known_bad rules (LCPP-001, LCPP-002), so the matrix says it once.
-    """
-    out = {}
-    for rule in registry.rules():
-        cc = coverage.cc_tuple(rule.params.get("compute_capability"))
-        if rule.check == "nvcc_known_bad" and cc is not None:
-            good = set(rule.params.get("good_updates", []))
-            out[cc] = (rule.id, set(rule.params["releases"]), good)
-    return out
-
-
-def _allowed(release: Version, ccs: list[tuple[int, int]]) -> tuple[bool, str | None]:
-    """Whether nvcc `release` can build for every compute capability; else the rule against it."""
-    short = Version(f"{release.major}.{release.minor}")
-    known_bad = _known_bad_nvcc()
-    for cc in ccs:
-        info = registry.arch_info(f"{cc[0]}.{cc[1]}")
-        if info is None:
-            continue
-        if short < Version(info["first_cuda"]):
-            return False, "table:archs"
-        if "last_cuda" in info and short > Version(info["last_cuda"]):
-            return False, "table:archs"
-        bad = known_bad.get(cc)
-        if bad and str(short) in bad[1] and str(release) not in bad[2]:
-            return False, bad[0]
-    return True, None
+def _choose(facts: HostFacts) -> _Choice | None:
+    """The newest good release whose own driver the host meets, else the oldest good one, else
+    the oldest that builds for the GPUs once the driver is new enough; None if none builds."""
+    basis = {"table:cuda", "table:archs"}
+    judged = [(r, m, toolkits.faults(facts, str(r))) for r, m in registry.cuda_releases()]
+    basis.update(f for *_, found in judged for f in found)
+    good = [(r, m) for r, m, found in judged if not found]
+    driver = host_driver(facts)
+    runnable = [(r, m) for r, m in good if driver is None or m <= driver[1]]
+    if runnable:
+        release, _ = runnable[-1]
+        detail = (
+            f"newest release that builds for every GPU here and runs on driver {driver[0]}"
+            if driver
+            else "newest release that builds for every GPU here (driver unknown)"
+        )
+        return _Choice(release, True, detail, frozenset(basis))
+    if good:
+        release, minimum = good[0]
+        detail = f"needs driver {minimum} or newer: upgrade the driver first"
+        return _Choice(release, True, detail, frozenset(basis | {"DRV-002"}))
+    driverless = dataclasses.replace(facts, driver=Driver())
+    builds = [
+        (r, m) for r, m in registry.cuda_releases() if not toolkits.faults(driverless, str(r))
+    ]
+    if not builds:
+        return None
+    release, minimum = builds[0]
+    detail = f"needs driver {minimum} or newer: upgrade the driver first"
+    return _Choice(release, False, detail, frozenset(basis))
 
 
 def nvcc(facts: HostFacts) -> Recommendation:
     topic = "CUDA toolkit (nvcc) for building"
-    ccs = _ccs(facts)
+    if fault := broken_driver(facts):
+        return _wait_for_driver(topic, fault)
     if not facts.gpus:
         return Recommendation(topic, "none needed", "CPU-only build", ("GPU-001",))
     if _unknown_cc(facts):
         return Recommendation(topic, "unknown", "GPU compute capability unknown", ("table:archs",))
-    basis = {"table:cuda", "table:archs"}
-    usable = []
-    for release, minimum in registry.cuda_releases():
-        ok, rule = _allowed(release, ccs)
-        if rule:
-            basis.add(rule)
-        if ok:
-            usable.append((release, minimum))
-    if not usable:
+    choice = _choose(facts)
+    if choice is None:
         return Recommendation(topic, "none", "no CUDA release builds for all these GPUs", ())
-    driver = host_driver(facts)
-    runnable = [(r, m) for r, m in usable if driver is None or m <= driver[1]]
-    if runnable:
-        release, minimum = runnable[-1]
-        detail = (
-            f"newest release that builds for every GPU here and runs on driver {driver[0]}"
-            if (driver)
-            else "newest release that builds for every GPU here (driver unknown)"
-        )
-    else:
-        release, minimum = usable[0]
-        detail = f"needs driver {minimum} or newer: upgrade the driver first"
-        basis.add("DRV-001")
+    detail = choice.detail
     installed = good_toolkits(facts)
     if installed:
         detail += f"; installed and good: {', '.join(toolkit_label(t) for t in installed)}"
-    return Recommendation(topic, f"CUDA {release}", detail, tuple(sorted(basis)))
+    return Recommendation(topic, f"CUDA {choice.release}", detail, tuple(sorted(choice.basis)))
 
 
-def _toolkit_ok(toolkit: Toolkit, ccs: list[tuple[int, int]]) -> bool:
-    """An installed toolkit is good when its update (or, unknown, its release) is allowed."""
-    release = versions.cuda(toolkit.update) or versions.release(toolkit.release or toolkit.version)
-    return release is not None and _allowed(release, ccs)[0]
+def build_release(facts: HostFacts) -> str:
+    """The CUDA release to install for building llama.cpp here ("12.9.1"): the recommended one,
+    only when it is good on this host as it is; else why there is none, in words."""
+    rec = nvcc(facts)
+    choice = _choose(facts) if rec.value.startswith("CUDA ") else None
+    if choice is None:
+        return f"{rec.value} ({rec.detail})"
+    if not choice.good:
+        return f"none good on this driver: CUDA {choice.release} {choice.detail}"
+    return str(choice.release)
 
 
 def vllm_image(facts: HostFacts) -> Recommendation:
     topic = "vLLM image family"
+    if fault := broken_driver(facts):
+        return _wait_for_driver(topic, fault)
     if not facts.gpus:
         return Recommendation(topic, "none", "no NVIDIA GPU found", ("GPU-001",))
     driver_cuda = host_driver_cuda(facts)
@@ -166,6 +190,8 @@ def vllm_image(facts: HostFacts) -> Recommendation:
 
 def torch_index(facts: HostFacts) -> Recommendation:
     topic = "PyTorch wheel index"
+    if fault := broken_driver(facts):
+        return _wait_for_driver(topic, fault)
     if not facts.gpus:
         return Recommendation(
             topic, "https://download.pytorch.org/whl/cpu", "no NVIDIA GPU found", ("GPU-001",)

@@ -25,7 +25,7 @@ from checks.reporting.recommend import Recommendation
 from checks.reporting.report import REPORT_SCHEMA_VERSION
 
 # plan/apply JSON is built in provision/converge_cli.py, which cannot be imported from here.
-CONVERGE_SCHEMA_VERSION = 1
+CONVERGE_SCHEMA_VERSION = 2
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 _SCALARS = {str: "string", int: "integer", bool: "boolean", float: "number"}
@@ -152,13 +152,46 @@ def rules_schema() -> dict[str, Any]:
     return _document("rules", "gpuprov rules", RULES_SCHEMA_VERSION, properties, {"Rule": rule})
 
 
+def _verification(defs: dict[str, Any]) -> dict[str, Any]:
+    """`apply`'s post-apply check of one host: each unit, and a failed one's journal and causes."""
+    unit = _closed(
+        {
+            "unit": _STRING,
+            "ok": {"type": "boolean"},
+            "state": _STRING,
+            "detail": _STRING,
+            "restarts": {"type": "integer"},
+            "journal": _STRINGS,
+            "diagnoses": _type(list[Diagnosis], defs),
+        }
+    )
+    return _closed(
+        {
+            "ok": {"type": "boolean"},
+            "settle_seconds": {"type": "number"},
+            "error": _nullable(_STRING),
+            "notes": _STRINGS,
+            "units": {"type": "array", "items": unit},
+        }
+    )
+
+
 def converge_schema() -> dict[str, Any]:
     """`gpuprov plan --json` and `gpuprov apply --json`: each host's gate, build and operations."""
     defs: dict[str, Any] = {}
+    _type(Finding, defs)
+    planned = dict(defs.pop("Finding"))
+    planned["properties"] = {
+        **planned["properties"],
+        "blocks": {"type": "boolean"},
+        "blocks_why": _nullable(_STRING),
+    }
+    planned["required"] = [*planned["required"], "blocks", "blocks_why"]
+    defs["GateFinding"] = planned
     host = _closed(
         {
             "skipped": _nullable(_STRING),
-            "findings": _type(list[Finding], defs),
+            "findings": {"type": "array", "items": {"$ref": "#/$defs/GateFinding"}},
             "problems": _STRINGS,
             "build": _nullable(_closed({"name": _STRING, "cuda_architectures": _STRINGS})),
             "image": _nullable(
@@ -173,6 +206,9 @@ def converge_schema() -> dict[str, Any]:
             },
             "changed": {"type": "integer"},
             "failed": {"type": "boolean"},
+            # a unified diff of the balancer config nginx serves, when the run changes it
+            "balancer_diff": _nullable(_STRING),
+            "verification": _nullable(_verification(defs)),
         }
     )
     defs["Host"] = host

@@ -1,11 +1,15 @@
-"""The llama_server role's settings: its profiles, one llama-server unit each."""
+"""The llama_server role's settings: its profiles, one llama-server unit each, and the arguments
+each unit runs llama-server with (one source for both engines: Ansible reaches `args` through the
+`llama_server_args` filter)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from checks.services.llama_server_help import MLOCK_ENV
 from provision.settings import read
 from provision.settings.read import StackError
 
@@ -36,6 +40,9 @@ class Profile:
     @property
     def unit(self) -> str:
         return f"gpuprov-llama-{self.name}.service"
+
+    def args(self) -> list[str]:
+        return args(dataclasses.asdict(self))
 
 
 def profiles(v: Mapping[str, Any]) -> tuple[Profile, ...]:
@@ -97,3 +104,36 @@ def _profile(where: str, v: Mapping[str, Any]) -> Profile:
         api_key_env=api_key_env,
         extra_args=read.strings(v, "extra_args", where) if "extra_args" in v else (),
     )
+
+
+def startup(v: Mapping[str, Any]) -> int:
+    """Seconds a server may take to answer a completion after a start."""
+    return read.integer(v, "llama_server_startup_seconds", 1, 86400)
+
+
+def args(profile: Mapping[str, Any]) -> list[str]:
+    """llama-server's arguments for a profile (a Profile's asdict(), or Ansible's merged dict):
+    the settings, then extra_args. `mlock` is not among them: llama.cpp replaced --mlock by
+    --load-mode, so the EnvironmentFile sets it for either (`env`)."""
+    out = [
+        *("--model", str(profile["model"]), "--alias", str(profile["alias"])),
+        *("--host", str(profile["host"]), "--port", str(profile["port"])),
+        *("--ctx-size", str(profile["ctx_size"]), "--parallel", str(profile["parallel"])),
+        *("--flash-attn", str(profile["flash_attn"])),
+        *("--cache-type-k", str(profile["cache_type_k"])),
+        *("--cache-type-v", str(profile["cache_type_v"])),
+    ]
+    layers = profile.get("gpu_layers")
+    if layers is not None and str(layers) != "":
+        out += ["--n-gpu-layers", str(layers)]
+    if profile.get("threads"):
+        out += ["--threads", str(profile["threads"])]
+    return out + [str(a) for a in profile.get("extra_args") or ()]
+
+
+def env(profile: Mapping[str, Any]) -> list[list[str]]:
+    """The non-secret environment of a profile's unit, as [name, value] pairs: mlock."""
+    return [list(pair) for pair in MLOCK_ENV] if profile.get("mlock") else []
+
+
+FILTERS = {"llama_server_args": args, "llama_server_env": env}

@@ -75,6 +75,7 @@ class Vllm:
     gpu_selection: str = "index"
     model_cache: str = "/var/cache/gpuprov/huggingface"
     config_dir: str = "/etc/gpuprov/vllm"
+    startup: int = 900  # seconds a replica may take to answer after a start
     replicas: tuple[Replica, ...] = ()
 
 
@@ -95,6 +96,7 @@ def parse(v: Mapping[str, Any]) -> Vllm:
         gpu_selection=read.choice(v, "vllm_gpu_selection", GPU_SELECTION),
         model_cache=read.absolute(v, "vllm_model_cache"),
         config_dir=read.absolute(v, "vllm_config_dir"),
+        startup=read.integer(v, "vllm_startup_seconds", 1, 86400),
         replicas=_replicas(v.get("vllm_replicas"), v.get("vllm_defaults") or {}),
     )
 

@@ -96,8 +96,13 @@ def gpuprov(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess[st
     return done
 
 
-def apply(inventory: Inventory, **changes: Any) -> tuple[int, dict[str, Any], str]:
-    done = gpuprov("apply", str(inventory.write(**changes)), "-y", "--json")
+def apply(
+    inventory: Inventory, *args: str, settle: float = 3, **changes: Any
+) -> tuple[int, dict[str, Any], str]:
+    """`gpuprov apply -y --json` with the inventory's data changed by `changes`; a short settle
+    period keeps the suite quick (tests of the post-apply check pass their own)."""
+    path = str(inventory.write(**changes))
+    done = gpuprov("apply", path, "-y", "--json", "--settle", str(settle), *args)
     report = json.loads(done.stdout) if done.stdout.strip().startswith("{") else {}
     return done.returncode, report, done.stderr
 

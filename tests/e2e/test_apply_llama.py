@@ -8,6 +8,7 @@ canary timer. Nothing is stubbed. The tests run in order and share one host and 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from checks.services import llama_server_help
 from provision.testhost import hosts
 from tests.e2e.hosts import (
     GPUPROV,
@@ -73,6 +75,21 @@ def test_first_apply_builds_and_serves(host: Host, inventory: Inventory) -> None
         host.run(f"systemd-analyze verify /etc/systemd/system/{unit}")
     assert host.run("stat -c %a /etc/gpuprov/llama/alpha.env").strip() == "600"
     assert host.run(f"readlink {PREFIX}/current").startswith("builds/")
+    assert_verified(result)
+
+
+def assert_verified(result: dict[str, Any]) -> None:
+    """apply's own post-apply check: every unit up, every server answered a real completion."""
+    check = result["verification"]
+    assert check["ok"] and check["error"] is None, check
+    units = {u["unit"]: u for u in check["units"]}
+    assert set(units) == {
+        "gpuprov-llama-alpha.service",
+        "gpuprov-llama-beta.service",
+        "gpuprov-canary.timer",
+    }
+    for name in ("alpha", "beta"):
+        assert "ok: 1 token in" in units[f"gpuprov-llama-{name}.service"]["detail"], units
 
 
 def test_servers_answer(host: Host) -> None:
@@ -104,6 +121,7 @@ def test_second_apply_changes_nothing(host: Host, inventory: Inventory) -> None:
     assert not any(op["name"].startswith("Build") for op in result["operations"])
     assert host.run(f"stat -c %Y {PREFIX}/current/bin/llama-server") == before
     assert [host.main_pid(f"gpuprov-llama-{n}.service") for n in ("alpha", "beta")] == pids
+    assert_verified(result)
 
 
 def test_kill_9_is_restarted_by_systemd(host: Host) -> None:
@@ -184,3 +202,121 @@ def test_failed_build_keeps_the_old_binary_serving(host: Host, inventory: Invent
     assert host.main_pid("gpuprov-llama-alpha.service") == pid
     assert '"ok"' in host.get(8081, "/health")
     assert not host.ok(f"ls -d {PREFIX}/builds/.*.partial {PREFIX}/work/* 2>/dev/null | grep -q .")
+
+
+def named(host: Host, build: str) -> str:
+    """How messages name a build: the version its `--version` prints, else its path."""
+    binary = f"{PREFIX}/{build}/bin/llama-server"
+    version = llama_server_help.parse_version(host.run(f"{binary} --version 2>&1", check=False))
+    return version.label() or f"at {binary}"
+
+
+def with_extra_args(inventory: Inventory, extra: list[str]) -> list[dict[str, Any]]:
+    """The profiles with alpha's extra_args set to `extra`."""
+    profiles = [dict(p) for p in inventory.data["llama_server_profiles"]]
+    profiles[0]["extra_args"] = extra
+    return profiles
+
+
+def test_plan_names_a_flag_the_built_llama_cpp_refuses(host: Host, inventory: Inventory) -> None:
+    """The vendored llama.cpp has --load-mode and no --mlock. The planned build is the one
+    built and current, so the gate reads its own --help: an error, and apply leaves the host."""
+    current = host.run(f"readlink {PREFIX}/current").strip()
+    unit = host.run("cat /etc/systemd/system/gpuprov-llama-alpha.service")
+    pids = [host.main_pid(f"gpuprov-llama-{n}.service") for n in ("alpha", "beta")]
+    profiles = with_extra_args(inventory, ["--mlock"])
+    done = gpuprov("plan", str(inventory.write(llama_server_profiles=profiles)), "--json")
+    result = host_report(json.loads(done.stdout), inventory)
+    (finding,) = [f for f in result["findings"] if f["rule"] == "LCPP-009"]
+    assert finding["severity"] == "error" and finding["blocks"], finding
+    assert finding["message"].startswith(
+        f"profile alpha: llama-server {named(host, current)} does not accept --mlock"
+    ), finding
+    code, report, _ = apply(inventory, llama_server_profiles=profiles)
+    assert code != 0
+    assert "LCPP-009" in host_report(report, inventory)["skipped"]
+    assert host.run("cat /etc/systemd/system/gpuprov-llama-alpha.service") == unit
+    assert [host.main_pid(f"gpuprov-llama-{n}.service") for n in ("alpha", "beta")] == pids
+
+
+def test_apply_checks_a_new_build_before_writing_any_unit(host: Host, inventory: Inventory) -> None:
+    """A new build (another CMake argument): the gate can only read the running build's --help,
+    a warning; apply builds, reads the new build's --help and fails the host before any unit
+    or EnvironmentFile is written, so the running servers keep running as they were."""
+    old = host.run(f"readlink {PREFIX}/current").strip()
+    unit = host.run("cat /etc/systemd/system/gpuprov-llama-alpha.service")
+    env = host.run("cat /etc/gpuprov/llama/alpha.env")
+    pids = [host.main_pid(f"gpuprov-llama-{n}.service") for n in ("alpha", "beta")]
+    changes = {
+        "llama_server_profiles": with_extra_args(inventory, ["--jinja", "--mlock"]),
+        "llama_cpp_cmake_args": ["-DLLAMA_BUILD_EXAMPLES=OFF"],  # a new build name
+    }
+    done = gpuprov("plan", str(inventory.write(**changes)), "--json")
+    result = host_report(json.loads(done.stdout), inventory)
+    (warning,) = [f for f in result["findings"] if f["rule"] == "LCPP-010"]
+    assert warning["severity"] == "warning" and not warning["blocks"], warning
+    assert f"llama-server {named(host, old)} (the build running now;" in warning["message"]
+    assert "does not accept --mlock" in warning["message"]
+    assert result["skipped"] in ("", None)
+    code, report, stderr = apply(inventory, **changes)
+    assert code != 0
+    ops = {op["name"]: op["status"] for op in host_report(report, inventory)["operations"]}
+    new = host.run(f"readlink {PREFIX}/current").strip()
+    assert new != old and ops[f"Build llama-server {new.removeprefix('builds/')}"] == "changed"
+    assert ops["Check the profiles' arguments against the new llama-server"] == "failed"
+    assert ops["Unit gpuprov-llama-alpha.service"] == "not run"
+    assert f"profile alpha: llama-server {named(host, new)} does not accept --mlock" in stderr
+    assert "does not accept --jinja" not in stderr
+    assert host.run("cat /etc/systemd/system/gpuprov-llama-alpha.service") == unit
+    assert host.run("cat /etc/gpuprov/llama/alpha.env") == env
+    assert [host.main_pid(f"gpuprov-llama-{n}.service") for n in ("alpha", "beta")] == pids
+    assert '"ok"' in host.get(8081, "/health")
+
+
+def test_forced_refused_flag_fails_apply_with_the_journal_and_a_diagnosis(
+    host: Host, inventory: Inventory
+) -> None:
+    """`--force` past the gate writes alpha's unit with a flag its build refuses: the unit
+    crash-loops, and apply's post-apply check says so, with the journal and what explain finds
+    in it (LCPP-009), exit 1. beta is not touched."""
+    apply(inventory)  # back to the built, serving stack
+    beta = host.main_pid("gpuprov-llama-beta.service")
+    profiles = with_extra_args(inventory, ["--mlock"])
+    code, report, stderr = apply(inventory, "--force", settle=8, llama_server_profiles=profiles)
+    assert code == 1, stderr
+    check = host_report(report, inventory)["verification"]
+    assert check["ok"] is False
+    units = {u["unit"]: u for u in check["units"]}
+    alpha = units["gpuprov-llama-alpha.service"]
+    assert not alpha["ok"] and alpha["detail"].startswith("restarted"), alpha
+    assert "error: invalid argument: --mlock" in alpha["journal"], alpha["journal"]
+    assert alpha["diagnoses"][0]["rule"] == "LCPP-009"
+    assert units["gpuprov-llama-beta.service"]["ok"], units
+    assert host.main_pid("gpuprov-llama-beta.service") == beta
+    text = gpuprov(
+        "apply",
+        str(inventory.write(llama_server_profiles=profiles)),
+        "-y",
+        "--force",
+        "--settle",
+        "4",
+    )
+    assert text.returncode == 1
+    assert "FAILING     gpuprov-llama-alpha.service: " in text.stdout, text.stdout
+    assert "| error: invalid argument: --mlock" in text.stdout
+    assert "LCPP-009" in text.stdout
+
+
+def test_a_healthy_stack_converges_again_and_then_changes_nothing(
+    host: Host, inventory: Inventory
+) -> None:
+    code, report, stderr = apply(inventory)
+    assert code == 0, stderr
+    assert_verified(host_report(report, inventory))
+    code, report, stderr = apply(inventory)
+    assert code == 0, stderr
+    result = host_report(report, inventory)
+    assert result["changed"] == 0, [
+        op for op in result["operations"] if op["status"] != "unchanged"
+    ]
+    assert_verified(result)

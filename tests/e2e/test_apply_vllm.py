@@ -116,8 +116,14 @@ def test_plan_names_the_image_and_fits(host: Host, inventory: Inventory) -> None
 
 
 def test_apply_pulls_then_starts_the_replicas(host: Host, inventory: Inventory) -> None:
-    code, _, stderr = apply(inventory)
+    code, report, stderr = apply(inventory)
     assert code == 0, stderr
+    check = host_report(report, inventory)["verification"]
+    assert check["ok"], check
+    answered = {u["unit"]: u["detail"] for u in check["units"]}
+    assert set(answered) == {*UNITS, "nginx.service", "gpuprov-canary.timer"}
+    for unit in (*UNITS, "nginx.service"):  # replicas, and the balancer in front of them
+        assert "ok: 1 token in" in answered[unit], answered
     assert "Pulling from vllm/vllm-openai" in stderr  # docker's progress is shown
     calls = [c["argv"] for c in standins.calls(host.record)]
     pulls = [i for i, a in enumerate(calls) if a[:2] == ["pull", IMAGE_CUDA13]]

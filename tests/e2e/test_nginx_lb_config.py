@@ -3,8 +3,9 @@
 Real: a systemd test host with Debian's nginx (from the test-host image), the role's template
 rendered by provision.nginx, roles/nginx_lb/files/gpuprov-lb-install.sh, two HTTP backends
 (`python3 -m http.server` under systemd-run) reached through nginx, and the role's pyinfra task
-applied over SSH, and ansible-playbook running the role's tasks/main.yml on the same host. Nothing
-is stubbed. The tests run in order and share the host "lbconf".
+applied over SSH, `gpuprov plan` over SSH (the diff of what nginx would serve), and
+ansible-playbook running the role's tasks/main.yml on the same host. Nothing is stubbed. The tests
+run in order and share the host "lbconf".
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from provision import nginx, stack
 from provision.gate import HostGate
 from provision.hostplan import HostPlan
 from provision.testhost import hosts
+from tests.e2e import hosts as e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "nginx_lb"
@@ -262,6 +264,94 @@ def test_pyinfra_task_puts_back_a_config_edited_by_hand(host: Host, task: Module
     assert host.sh(f"cat {DST}") == config(nginx_lb_read_timeout=300)
 
 
+# --- `gpuprov plan`: the diff of what nginx would serve -------------------------------------------
+
+
+def plan(host: Host, tmp_path: Path, **changes: Any) -> tuple[str | None, str]:
+    """`gpuprov plan` of the host with DATA and `changes`: the JSON host entry's balancer_diff,
+    and the text plan's stderr (where pyinfra's diffs go)."""
+    inventory = e2e.Inventory(tmp_path / "inventory.py", host.record, DATA)
+    path = str(inventory.write(**changes))
+    done = e2e.gpuprov("plan", path, "--json", timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    entry = json.loads(done.stdout)["hosts"][inventory.name]
+    text = e2e.gpuprov("plan", path, timeout=600)
+    assert text.returncode == 0, text.stderr[-4000:]
+    return entry["balancer_diff"], text.stderr
+
+
+def shown(stderr: str) -> list[str]:
+    """The balancer diff in the text plan, unindented; [] when none is shown."""
+    lines = stderr.splitlines()
+    head = f"Will change {DST}, the config nginx serves:"
+    heads = [i for i, line in enumerate(lines) if line.endswith(head)]
+    if not heads:
+        return []
+    block = []
+    for line in lines[heads[0] + 1 :]:
+        if not line:
+            break
+        block.append(line.removeprefix("  "))
+    return block
+
+
+def test_plan_of_the_converged_balancer_shows_no_diff(host: Host, tmp_path: Path) -> None:
+    diff, stderr = plan(host, tmp_path, nginx_lb_read_timeout=300)
+    assert diff is None
+    assert shown(stderr) == []
+
+
+def test_plan_shows_a_hand_edit_of_conf_d(host: Host, tmp_path: Path) -> None:
+    """The rendered copy is current, so only the install script would run: the diff is conf.d's
+    file against the config, and the plan changes nothing."""
+    host.sh(f"sed -i 's/least_conn;/least_conn; # edited/' {DST}")
+    try:
+        before = host.nginx_pids()
+        diff, stderr = plan(host, tmp_path, nginx_lb_read_timeout=300)
+        assert diff is not None
+        lines = diff.splitlines()
+        assert lines[:2] == [f"--- {DST} (on the host)", f"+++ {DST} (from gpuprov)"]
+        assert [line for line in lines[2:] if line[:1] in "+-"] == [
+            "-    least_conn; # edited",
+            "+    least_conn;",
+        ]
+        assert shown(stderr) == lines
+        assert "least_conn; # edited" in host.sh(f"cat {DST}")
+        assert host.nginx_pids() == before
+    finally:
+        host.sh(f"sed -i 's/least_conn; # edited/least_conn;/' {DST}")
+    assert host.sh(f"cat {DST}") == config(nginx_lb_read_timeout=300)
+
+
+def test_plan_after_a_change_nginx_never_took_shows_it(host: Host, tmp_path: Path) -> None:
+    """An apply that wrote the rendered copy and then failed (nginx -t, or the reload) leaves
+    that copy ahead of conf.d: pyinfra has no diff for it, the plan still shows 300s -> 600s."""
+    host.put(RENDERED, config(nginx_lb_read_timeout=600))
+    try:
+        diff, stderr = plan(host, tmp_path, nginx_lb_read_timeout=600)
+        assert diff is not None
+        assert [line for line in diff.splitlines()[2:] if line[:1] in "+-"] == [
+            "-        proxy_read_timeout 300s;",
+            "-        proxy_send_timeout 300s;",
+            "+        proxy_read_timeout 600s;",
+            "+        proxy_send_timeout 600s;",
+        ]
+        assert shown(stderr) == diff.splitlines()
+        assert f"Will modify {RENDERED}" not in stderr  # what pyinfra alone would show: nothing
+    finally:
+        host.put(RENDERED, config(nginx_lb_read_timeout=300))
+
+
+def test_plan_of_turning_the_balancer_off_shows_its_removal(host: Host, tmp_path: Path) -> None:
+    diff, stderr = plan(host, tmp_path, nginx_lb_enabled=False)
+    assert diff is not None
+    lines = diff.splitlines()
+    assert lines[:2] == [f"--- {DST} (on the host)", "+++ /dev/null"]
+    assert lines[3:] == [f"-{line}" for line in config(nginx_lb_read_timeout=300).splitlines()]
+    assert shown(stderr) == lines
+    assert host.run(f"test -f {DST}").returncode == 0
+
+
 # --- the Ansible role ---------------------------------------------------------------------------
 
 PLAY = """
@@ -339,3 +429,14 @@ def test_ansible_role_removes_the_balancer_when_turned_off(host: Host, tmp_path:
     assert host.run(f"test -e {DST} || test -e {RENDERED}").returncode == 1
     wait_for("the balancer gone", lambda: host.run(f"curl -s -m 2 127.0.0.1:{LISTEN}").returncode)
     assert host.sh("systemctl is-active nginx.service").strip() == "active"
+
+
+def test_plan_of_a_first_install_shows_the_whole_config(host: Host, tmp_path: Path) -> None:
+    """Neither file is there (the Ansible role removed both): every line of the config is new."""
+    assert host.run(f"test -e {DST} || test -e {RENDERED}").returncode == 1
+    diff, stderr = plan(host, tmp_path)
+    assert diff is not None
+    lines = diff.splitlines()
+    assert lines[:2] == ["--- /dev/null", f"+++ {DST} (from gpuprov)"]
+    assert lines[3:] == [f"+{line}" for line in config().splitlines()]
+    assert shown(stderr) == lines

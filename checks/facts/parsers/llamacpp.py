@@ -16,6 +16,10 @@ _CUDA_INIT = re.compile(r"^ggml_cuda_init: ", re.MULTILINE)
 _SYSTEM_INFO = re.compile(r"^system_info: ([^\n]*)", re.MULTILINE)
 # "build: 9535 (da87e9b61) with cc ..." in logs; "version: 9535 (da87e9b61)" from --version.
 _BUILD = re.compile(r"^(?:build|version): (\d+) \(([0-9a-f]{6,40}|unknown)\)", re.MULTILINE)
+# Since the versioned releases: "version: 0.4.1-dev (build 10991, commit 930e2fa59)".
+_RELEASE = re.compile(
+    r"^version: \S+ \(build (\d+), commit ([0-9a-f]{6,40}|unknown)\)", re.MULTILINE
+)
 _CACHE = re.compile(
     r"^(CMAKE_CUDA_ARCHITECTURES|GGML_CUDA|GGML_CUBLAS|LLAMA_CUDA|LLAMA_CUBLAS"
     r"|GGML_CUDA_COMPRESSION_MODE):[A-Z]+=([^\n]*?)\s*$",
@@ -81,7 +85,7 @@ def _devices(text: str) -> list[Gpu]:
 
 def _build(text: str) -> LlamaCppBuild:
     build = LlamaCppBuild()
-    version = _BUILD.search(text)
+    version = _BUILD.search(text) or _RELEASE.search(text)
     if version is not None and version.group(2) != "unknown":
         build.version, build.commit = version.group(1), version.group(2)
     elif version is not None and version.group(1) != "0":
@@ -139,6 +143,7 @@ def detect_llamacpp(text: str) -> bool:
         or _SYSTEM_INFO.search(text) is not None
         or re.search(r"^GGML_CUDA:BOOL=", text, re.MULTILINE) is not None
         or re.search(r"^version: \d+ \([0-9a-f]{6,40}\)", text, re.MULTILINE) is not None
+        or _RELEASE.search(text) is not None
     )
 
 

@@ -6,18 +6,31 @@ Config: one server per line, tab-separated: unit, base URL, model name, Environm
 kind: "llama" (llama.cpp's /completion), "openai" (vLLM's /v1/completions) or "balancer" (the same
 through the load balancer: logged, never restarted, since a restart cannot mend its backends).
 A line without a kind is "llama".
+
+Only an active unit is probed. A unit systemd is restarting (activating after an automatic
+restart) or has given up on (failed) is FAILING: its state, restart count, last exit and last
+journal lines are logged, and the canary leaves it to systemd. One a person stopped (inactive,
+result success, no restarts) is skipped. Any state not read counts as a failure: exit 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import requests
+
+# What `systemctl show` is asked for; ExecMainCode says how ExecMainStatus reads (1: exit status,
+# 2: killed by that signal, 3: dumped core on it), as the kernel's si_code does.
+PROPERTIES = ("NRestarts", "ActiveState", "SubState", "ExecMainStatus", "ExecMainCode", "Result")
+SHOW_TIMEOUT = 15  # seconds, for systemctl show and journalctl
+RESTART_TIMEOUT = 120  # seconds: a unit's stop (vLLM: TimeoutStopSec=60), then its start
+JOURNAL_LINES = 10
 
 
 def log(message: str) -> None:
@@ -78,9 +91,118 @@ def _completed(reply: requests.Response, content: Callable[[Any], Any]) -> tuple
     return "ok", f"1 token in {reply.elapsed.total_seconds():.2f}s ({text!r})"
 
 
-def unit_state(systemctl: str, unit: str) -> str:
-    done = subprocess.run([systemctl, "is-active", unit], capture_output=True, text=True)
-    return done.stdout.strip() or "unknown"
+def run(argv: Sequence[str], timeout: float) -> tuple[str, str]:
+    """(stdout, problem) of a command: problem is "" when it exited 0, else one line saying why
+    (its stderr, its exit status, or that it did not start or answer within `timeout` seconds)."""
+    name = Path(argv[0]).name
+    try:
+        done = subprocess.run(
+            list(argv), capture_output=True, text=True, errors="replace", timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        return "", f"{name} did not answer within {timeout:g}s"
+    except OSError as exc:
+        return "", f"{name}: {exc.strerror or exc}"
+    if done.returncode == 0:
+        return done.stdout, ""
+    said = " ".join(done.stderr.split())
+    return done.stdout, f"{name} exited {done.returncode}" + (f": {said}" if said else "")
+
+
+class UnitState(NamedTuple):
+    """A unit as `systemctl show -p PROPERTIES` describes it; None and "" are unknown."""
+
+    active: str = ""  # ActiveState: active, activating, inactive, failed, ...
+    sub: str = ""  # SubState: running, auto-restart, dead, ...
+    restarts: int | None = None  # NRestarts: automatic restarts since the last manual start
+    status: int | None = None  # ExecMainStatus
+    code: int | None = None  # ExecMainCode
+    result: str = ""  # Result: success, exit-code, signal, core-dump, timeout, ...
+
+    @property
+    def verdict(self) -> str:
+        """'active' (probe it), 'failing', 'stopped' (by a person), 'busy' (starting, stopping,
+        reloading) or 'unknown'."""
+        restarted = bool(self.restarts)
+        if self.active == "active":
+            return "active"
+        if self.active == "failed":
+            return "failing"
+        if self.active == "activating":  # after a restart systemd made, or a first start
+            return "failing" if restarted or self.sub.startswith("auto-restart") else "busy"
+        if self.active == "inactive":
+            return "failing" if restarted or self.result not in ("success", "") else "stopped"
+        return "busy" if self.active else "unknown"
+
+    @property
+    def shown(self) -> str:
+        """'activating (auto-restart)', as `systemctl status` writes it."""
+        return f"{self.active} ({self.sub})" if self.sub else self.active
+
+    def describe(self) -> str:
+        """'activating (auto-restart), 39 automatic restarts, main process exited with status 1,
+        result exit-code'."""
+        parts = [self.shown]
+        if self.restarts is not None:
+            parts.append(f"{self.restarts} automatic restart{'' if self.restarts == 1 else 's'}")
+        if last := self.last_exit():
+            parts.append(f"main process {last}")
+        if self.result:
+            parts.append(f"result {self.result}")
+        return ", ".join(parts)
+
+    def last_exit(self) -> str:
+        """How the main process last ended; '' when none has, or it is not known."""
+        if self.status is None or (not self.code and not self.status):
+            return ""
+        dumped = self.code == 3 or (self.code is None and self.result == "core-dump")
+        killed = self.code == 2 or (self.code is None and self.result == "signal")
+        if not (dumped or killed):
+            return f"exited with status {self.status}"
+        try:
+            name = f" ({signal.Signals(self.status).name})"
+        except ValueError:
+            name = ""
+        return f"{'dumped core on' if dumped else 'killed by'} signal {self.status}{name}"
+
+
+def parse_show(text: str) -> UnitState:
+    """`systemctl show -p ...` output (KEY=VALUE lines, in systemd's order) as a UnitState."""
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key in PROPERTIES:
+            values[key] = value.strip()
+
+    def number(key: str) -> int | None:
+        value = values.get(key, "")
+        return int(value) if value.isdigit() and len(value) < 10 else None
+
+    return UnitState(
+        active=values.get("ActiveState", ""),
+        sub=values.get("SubState", ""),
+        restarts=number("NRestarts"),
+        status=number("ExecMainStatus"),
+        code=number("ExecMainCode"),
+        result=values.get("Result", ""),
+    )
+
+
+def unit_state(systemctl: str, unit: str) -> tuple[UnitState, str]:
+    """The unit's state, and why it is unknown when it is."""
+    out, problem = run([systemctl, "show", "-p", ",".join(PROPERTIES), unit], SHOW_TIMEOUT)
+    state = parse_show(out) if not problem else UnitState()
+    return state, problem or ("" if state.active else "systemctl show gave no ActiveState")
+
+
+def journal(journalctl: str, unit: str, lines: int, secret: str) -> list[str]:
+    """The unit's last journal lines with `secret` masked, or one line saying why there are none."""
+    argv = [journalctl, "-u", unit, "-n", str(lines), "--no-pager", "-o", "cat"]
+    out, problem = run(argv, SHOW_TIMEOUT)
+    found = [line.rstrip() for line in out.splitlines() if line.strip()] if not problem else []
+    if secret:
+        found = [line.replace(secret, "<secret>") for line in found]
+    return found or [f"(no lines: {problem})" if problem else "(no lines)"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=20)
     parser.add_argument("--failures", type=int, default=2)
     parser.add_argument("--systemctl", default="systemctl")
+    parser.add_argument("--journalctl", default="journalctl")
+    parser.add_argument("--journal-lines", type=int, default=JOURNAL_LINES)
     args = parser.parse_args(argv)
     state = Path(args.state_dir)
     state.mkdir(parents=True, exist_ok=True)
@@ -100,14 +224,29 @@ def main(argv: list[str] | None = None) -> int:
         unit, url, alias, env_file, *rest = line.split("\t")
         kind = rest[0] if rest else "llama"
         counter = state / f"{unit}.failures"
-        active = unit_state(args.systemctl, unit)
-        if active != "active":
-            log(f"{unit}: skipped, unit is {active}")
+        key = read_key(env_file, "LLAMA_API_KEY" if kind == "llama" else "VLLM_API_KEY")
+        unit_now, why = unit_state(args.systemctl, unit)
+        verdict = unit_now.verdict
+        if verdict == "unknown":
+            failed += 1
+            log(f"{unit}: FAILING: state unknown ({why})")
+            continue
+        if verdict == "failing":
+            failed += 1
+            counter.unlink(missing_ok=True)  # systemd restarted it: no longer failures in a row
+            log(f"{unit}: FAILING: {unit_now.describe()}; not restarted by the canary")
+            for text in journal(args.journalctl, unit, args.journal_lines, key):
+                log(f"{unit}: journal: {text}")
+            continue
+        if verdict == "stopped":
+            log(f"{unit}: skipped (stopped)")
+            continue
+        if verdict == "busy":
+            log(f"{unit}: skipped, unit is {unit_now.shown}")
             continue
         if kind == "llama":
-            result, detail = probe(url, alias, read_key(env_file), args.timeout)
+            result, detail = probe(url, alias, key, args.timeout)
         else:
-            key = read_key(env_file, "VLLM_API_KEY")
             result, detail = probe_openai(url, alias, key, args.timeout)
         if kind == "balancer" and result == "fail":
             failed += 1
@@ -125,7 +264,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         counter.unlink(missing_ok=True)
         log(f"{unit}: failed ({detail}) {count} times in a row: restarting {unit}")
-        subprocess.run([args.systemctl, "restart", unit], check=False)
+        _, problem = run([args.systemctl, "restart", unit], RESTART_TIMEOUT)
+        if problem:
+            log(f"{unit}: restart not confirmed ({problem})")
     return 1 if failed else 0
 
 

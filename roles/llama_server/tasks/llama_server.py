@@ -2,7 +2,9 @@
 
 One unit per profile. A server restarts only when its unit, its EnvironmentFile or the binary
 changed; units of profiles no longer in the inventory are stopped and removed, with their
-EnvironmentFiles.
+EnvironmentFiles. When llama.cpp was just built (or `current` switched), the new binary's --help
+is checked against every profile's arguments first: an argument it refuses fails the host before
+any unit is written (`apply --force` skips the check, as it overrides the gate).
 """
 
 from __future__ import annotations
@@ -11,14 +13,19 @@ import dataclasses
 import re
 from io import StringIO
 
+from pyinfra import logger
+from pyinfra.api.command import StringCommand
 from pyinfra.api.deploy import deploy
+from pyinfra.api.host import Host
 from pyinfra.api.operation import OperationMeta
+from pyinfra.api.state import State
 from pyinfra.context import host
 from pyinfra.facts.server import Command
-from pyinfra.operations import files, server
+from pyinfra.operations import files, python, server
 
-from provision import templates, units
+from provision import gate, host_shell, servicefacts, templates, units
 from provision.hostplan import HostPlan
+from provision.servicefacts import ServiceFacts
 
 
 def systemd_version() -> int:
@@ -27,9 +34,36 @@ def systemd_version() -> int:
     return int(m.group(1)) if m else 0
 
 
+def check_arguments(state: State, host: Host, plan: HostPlan) -> bool:
+    """Read the built llama-server's --help now; False (the host fails, each refusal logged)
+    when it refuses an argument of a profile, or cannot lock a model that mlock asks for."""
+    build = plan.gate.plan.name if plan.gate.plan is not None else ""
+    command = StringCommand(servicefacts.binary_command(plan.stack.prefix, build))
+    _, output = host_shell.run(host, command)
+    binary = servicefacts.parse_binary("\n".join(output.stdout_lines) + "\n")
+    if binary is None or not binary.options.options:
+        where = binary.path if binary is not None else f"{plan.stack.prefix}/current"
+        host.log_styled(
+            f"llama-server at {where} listed no options for --help: arguments not checked",
+            fg="yellow",
+            log_func=logger.warning,
+        )
+        return True
+    found = servicefacts.refusals(gate.planned_servers(plan.stack, ServiceFacts(binary=binary)))
+    for message in found:
+        host.log_styled(message, fg="red", log_func=logger.error)
+    return not found
+
+
 @deploy("llama.cpp servers")
 def llama_server(plan: HostPlan, binary: OperationMeta | None) -> None:
     v = plan.variables
+    if binary is not None and not plan.force:
+        python.call(
+            name="Check the profiles' arguments against the new llama-server",
+            function=check_arguments,
+            plan=plan,
+        )
     server.user(
         name="Add the servers' system user",
         user=plan.stack.server_user,

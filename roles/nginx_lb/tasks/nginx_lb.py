@@ -4,21 +4,28 @@ gpuprov keeps the rendered config in /etc/gpuprov/nginx; the install script copi
 conf.d only when `nginx -t` accepts it, so a config nginx refuses never replaces one that serves.
 The script runs only when the rendered file changes or conf.d's copy differs from it: a rerun
 changes nothing. A host whose balancer is turned off loses the conf.d file.
+
+pyinfra diffs only the rendered copy, and not even that when its folder is new (it stops at the
+first command, the mkdir). So whenever what nginx serves would change, the plan gets a diff of
+conf.d's file as it is on the host against the new config (`HostPlan.balancer_diff`), logged
+like pyinfra's own diffs.
 """
 
 from __future__ import annotations
 
+import difflib
 import shlex
 from io import StringIO
 
+from pyinfra import logger
 from pyinfra.api.deploy import deploy
-from pyinfra.context import host
+from pyinfra.context import host, state
 from pyinfra.facts.deb import DebPackages
-from pyinfra.facts.files import File
+from pyinfra.facts.files import File, FileContents
 from pyinfra.facts.server import Command
 from pyinfra.operations import apt, files, server, systemd
 
-from provision import nginx, retry, stack
+from provision import envsecrets, nginx, retry, stack
 from provision.hostplan import HostPlan
 
 FILES = stack.role_path("nginx_lb", "files")
@@ -32,6 +39,8 @@ def nginx_lb(plan: HostPlan) -> None:
     v = plan.variables
     dest = nginx.path(v["nginx_lb_conf"], "nginx_lb_conf")
     if not plan.stack.balancer.enabled:
+        if host.get_fact(File, path=dest):
+            planned(plan, dest, "")
         for path in (dest, RENDERED):
             if host.get_fact(File, path=path):
                 files.file(name=f"Remove {path}", path=path, present=False)
@@ -69,7 +78,33 @@ def nginx_lb(plan: HostPlan) -> None:
     )
     same = f"if cmp -s {shlex.quote(RENDERED)} {shlex.quote(dest)}; then echo same; fi"
     if rendered.changed or host.get_fact(Command, command=same) != "same":
+        planned(plan, dest, config)
         server.shell(
             name=f"Install {dest} (nginx -t, then reload)",
             commands=[f"{SCRIPT} {shlex.quote(RENDERED)} {shlex.quote(dest)}"],
         )
+
+
+def planned(plan: HostPlan, dest: str, config: str) -> None:
+    """Record (and, when pyinfra diffs, log) how `dest` on the host would become `config`
+    ("": removed)."""
+    found = host.get_fact(File, path=dest)
+    serving = (host.get_fact(FileContents, path=dest) or []) if found else None  # [] if empty
+    plan.balancer_diff = config_diff(dest, serving, config) or None
+    if plan.balancer_diff and state.config.DIFF:
+        host.log(f"Will change {dest}, the config nginx serves:", logger.info)
+        for line in plan.balancer_diff.splitlines():
+            logger.info("  %s", line)
+        logger.info("")
+
+
+def config_diff(dest: str, serving: list[str] | None, config: str) -> str:
+    """A unified diff from `serving` (the lines of `dest` on the host; None: no such file) to
+    `config` ("": the file goes), with every known secret masked; "" when nothing changes."""
+    lines = difflib.unified_diff(
+        [f"{line}\n" for line in serving or []],
+        [f"{line}\n" for line in config.splitlines()],
+        f"{dest} (on the host)" if serving is not None else "/dev/null",
+        f"{dest} (from gpuprov)" if config else "/dev/null",
+    )
+    return envsecrets.scrub("".join(lines))
