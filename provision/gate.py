@@ -232,7 +232,7 @@ def lint(facts: HostFacts, stack: Stack, image: str, found: ServiceFacts) -> lis
     """The planned-services rules applied to the planned vLLM replicas."""
     if not stack.vllm.replicas:
         return []
-    version = vllm_images.version_of_ref(image) if image else None
+    version = vllm_images.version_of_image(image, found.inspect) if image else None
     replicas = []
     for r in stack.vllm.replicas:
         text = found.configs.get(r.name)

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from checks.facts.model import HostFacts, from_dict, probed_on
-from checks.services import gguf_header
 from checks.services.llama_server_help import Options, Version, parse_help
 from provision import gate, servicefacts, stack
 from provision.servicefacts import ServerBinary, ServiceFacts
@@ -264,12 +263,7 @@ def test_the_gate_end_to_end_on_what_the_host_printed(host: Path) -> None:
 
 def test_the_budget_counts_a_ctx_size_from_extra_args(tmp_path: Path) -> None:
     model = tiny_gguf.write(tmp_path / "tiny.gguf")
-    header = subprocess.run(
-        ["/bin/sh", "-c", gguf_header.remote_command(str(model))],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    header = tiny_gguf.header_read_on_a_host(model)
     profile = {**MAIN, "model": str(model), "ctx_size": 512, "extra_args": ["-c", "65536"]}
     verdict = judged(profile, found=ServiceFacts(gguf={str(model): header}))
     assert verdict.budget is not None

@@ -19,7 +19,6 @@ from pytest import MonkeyPatch
 
 from checks.facts.model import Docker, HostFacts, from_dict
 from checks.matrix import evaluators, registry
-from checks.services import gguf_header
 from provision import gate, servicefacts, stack
 from tests.conftest import FIXTURES
 from tests.support import tiny_gguf
@@ -145,6 +144,22 @@ def test_turboquant_on_a_hybrid_is_refused_by_name_when_no_config_is_there() -> 
     assert verdict.blocked
 
 
+def test_an_image_pinned_by_digest_is_judged_by_the_release_it_carries() -> None:
+    """The ref names no release; the pulled image's RepoTags do (v0.23.0: hybrid TurboQuant
+    starts there), so VLLM-001 speaks of that release, not of "no release"."""
+    replica = {**R1, "model": "Qwen/Qwen3.6-27B", "kv_cache_dtype": "turboquant_k8v4"}
+    digest = "vllm/vllm-openai@sha256:" + "0" * 64
+    data = {"vllm_replicas": [replica], "vllm_image": digest}
+    unread = judged("host_dual3090_580", data)
+    assert "the image names no vLLM release" in next(
+        f.message for f in unread.findings if f.rule == "VLLM-001"
+    )
+    pulled = judged(
+        "host_dual3090_580", data, servicefacts.ServiceFacts(inspect=inspect("x:v0.23.0"))
+    )
+    assert "VLLM-001" not in rules(pulled)
+
+
 def test_seed_inventories_pass_the_gate_on_driver_580() -> None:
     for name in ("dual3090_replicas.py", "dual3090_moe.py"):
         data = runpy.run_path(str(ROOT / "inventories" / name))["boxes"][0][1]
@@ -156,12 +171,7 @@ def test_seed_inventories_pass_the_gate_on_driver_580() -> None:
 def test_llama_profiles_count_weights_and_kv_from_the_gguf(tmp_path: Path) -> None:
     """The header is read by the command the host runs (here through /bin/sh)."""
     model = tiny_gguf.write(tmp_path / "tiny.gguf")
-    out = subprocess.run(
-        ["/bin/sh", "-c", gguf_header.remote_command(str(model))],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    out = tiny_gguf.header_read_on_a_host(model)
     profile = {"name": "tiny", "model": str(model), "port": 8080, "ctx_size": 512}
     found = servicefacts.ServiceFacts(gguf={str(model): out})
     data = {"llama_server_profiles": [profile], "vllm_replicas": [R1]}

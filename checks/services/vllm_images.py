@@ -110,6 +110,16 @@ def version_of_ref(ref: str) -> str | None:
     return match.group("version") if match else None
 
 
+def version_of_image(ref: str, inspect: str | None) -> str | None:
+    """The release an image runs: its ref's tag, else (an image pinned by digest or a local tag)
+    a release tag the pulled image carries in `docker image inspect`'s RepoTags."""
+    found = version_of_ref(ref)
+    if found is None and inspect:
+        tags, _ = _inspected(inspect)
+        found = next((v for v in map(version_of_ref, tags) if v is not None), None)
+    return found
+
+
 def cuda_of_ref(ref: str) -> str | None:
     """The CUDA X.Y a published vLLM image ref is built on; None for latest, nightlies, unknowns.
 

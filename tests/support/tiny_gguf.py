@@ -6,6 +6,7 @@ a test. Its output is noise; the tests only need real completions to come back.
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import gguf
@@ -73,3 +74,16 @@ def write(path: Path, seed: int = 0) -> Path:
     w.write_tensors_to_file()
     w.close()
     return path
+
+
+def header_read_on_a_host(path: Path) -> str:
+    """The header of the GGUF at `path`, printed by the command the gate runs on a host (here
+    through /bin/sh)."""
+    from checks.services import gguf_header
+
+    return subprocess.run(
+        ["/bin/sh", "-c", gguf_header.remote_command(str(path))],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
