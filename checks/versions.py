@@ -1,7 +1,8 @@
 """Version normalisers: driver versions, CUDA versions and kernel releases as comparable values.
 
 Everything compares through packaging.version.Version. Inputs that are not versions give None,
-never an exception: an odd string is an unknown version.
+never an exception: an odd string is an unknown version. A version is looked for in the first
+HEAD characters of its text only, so a huge value costs no more than a short one.
 """
 
 from __future__ import annotations
@@ -11,9 +12,15 @@ from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
-_DRIVER = re.compile(r"(\d{2,3})\.(\d{1,3})(?:\.(\d{1,3}))?")
-_CUDA = re.compile(r"(\d{1,2})\.(\d{1,2})(?:\.(\d{1,3}))?")
-_KERNEL = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?(?:[-.](\d+))?(.*)")
+HEAD = 1024
+
+# ASCII digits only: \d also matches Arabic-Indic or fullwidth digits, which Version() refuses.
+_DRIVER = re.compile(r"(\d{2,3})\.(\d{1,3})(?:\.(\d{1,3}))?", re.ASCII)
+_CUDA = re.compile(r"(\d{1,2})\.(\d{1,2})(?:\.(\d{1,3}))?", re.ASCII)
+_KERNEL = re.compile(
+    r"(\d{1,6})\.(\d{1,6})(?!\d)(?:\.(\d{1,6})(?!\d))?(?:[-.](\d{1,9})(?!\d))?(.*)", re.ASCII
+)
+_TORCH_CUDA = re.compile(r"\+cu(\d{2,3})\b", re.ASCII)
 
 
 class DriverVersion(Version):
@@ -40,7 +47,7 @@ def driver(text: str | None) -> DriverVersion | None:
     """An NVIDIA driver version ("580.65.06", "570.26", "R570 570.124.04") as a DriverVersion."""
     if not text:
         return None
-    match = _DRIVER.search(text)
+    match = _DRIVER.search(text, 0, HEAD)
     return DriverVersion(match.group(0)) if match is not None else None
 
 
@@ -54,8 +61,8 @@ def cuda(text: str | None) -> Version | None:
     """A CUDA version ("12.8", "12.8.1", "V12.6.20", "cuda>=12.4", "12080") as a Version."""
     if not text:
         return None
-    value = text.strip()
-    if value.isdigit() and len(value) in (4, 5):
+    value = text[:HEAD].strip()
+    if value.isascii() and value.isdigit() and len(value) in (4, 5):
         # The driver API's integer form: 12080 -> 12.8, 11040 -> 11.4.
         number = int(value)
         return Version(f"{number // 1000}.{(number % 1000) // 10}")
@@ -75,7 +82,7 @@ def torch_cuda(version: str | None) -> Version | None:
     """The CUDA a PyTorch wheel was built for, from its local version: 2.6.0+cu126 -> 12.6."""
     if not version:
         return None
-    match = re.search(r"\+cu(\d{2,3})\b", version)
+    match = _TORCH_CUDA.search(version, 0, HEAD)
     if match is None:
         return None
     digits = match.group(1)
@@ -84,11 +91,11 @@ def torch_cuda(version: str | None) -> Version | None:
 
 def parse(text: str | None) -> Version | None:
     """Any PEP 440 version, or None."""
-    if not text:
+    if not text or len(text) > HEAD:
         return None
     try:
         return Version(text.strip())
-    except InvalidVersion:
+    except (InvalidVersion, ValueError):  # ValueError: a component of more than 4,300 digits
         return None
 
 
@@ -113,7 +120,7 @@ def kernel(text: str | None) -> KernelRelease | None:
     """Parse a kernel release (uname -r): 6.8.0-45-generic, 6.14.6-200.fc41.x86_64, 5.15.0."""
     if not text:
         return None
-    match = _KERNEL.match(text.strip())
+    match = _KERNEL.match(text[:HEAD].strip())
     if match is None:
         return None
     major, minor, patch, abi, rest = match.groups()

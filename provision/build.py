@@ -144,7 +144,8 @@ def cuda_repo(os_id: str | None, os_version: str | None, machine: str | None) ->
 def cuda_keyring_command(repo: str) -> str:
     """Install NVIDIA's cuda-keyring package (signs the CUDA apt repository)."""
     url = f"https://developer.download.nvidia.com/compute/cuda/repos/{repo}/cuda-keyring_1.1-1_all.deb"
+    # A private folder (mktemp -d, mode 700): root never writes through a path others can plant.
     return (
-        f"curl -fsSL -o /tmp/cuda-keyring.deb {shlex.quote(url)} "
-        "&& dpkg -i /tmp/cuda-keyring.deb && rm -f /tmp/cuda-keyring.deb"
+        'd="$(mktemp -d)" && trap \'rm -rf "$d"\' EXIT && '
+        f'curl -fsSL -o "$d/cuda-keyring.deb" {shlex.quote(url)} && dpkg -i "$d/cuda-keyring.deb"'
     )

@@ -15,7 +15,7 @@ import typer
 from typer.core import TyperGroup
 
 from checks.facts.model import HostFacts
-from provision.output import Explanation, Facts, Rules, emit
+from provision.output import Explanation, Facts, Rules, emit, printable
 
 if TYPE_CHECKING:
     pass
@@ -27,13 +27,15 @@ _debug = {"on": False}  # set by --debug, read when an unexpected exception ends
 def internal_error(exc: Exception, debug: bool) -> None:
     """Print an unexpected exception as one line on stderr, or with its traceback under --debug.
 
-    Secrets read from the environment are masked in either.
+    Secrets read from the environment are masked in either, and control characters shown as
+    escapes.
     """
     from provision.envsecrets import scrub
 
     if debug:
-        print(scrub("".join(traceback.format_exception(exc))), end="", file=sys.stderr)
-    message = " ".join(scrub(str(exc)).splitlines())
+        trace = scrub("".join(traceback.format_exception(exc)))
+        print(printable(trace, limit=None, lines=True), end="", file=sys.stderr)
+    message = printable(" ".join(scrub(str(exc)).splitlines()))
     line = f"gpuprov: internal error: {type(exc).__name__}" + (f": {message}" if message else "")
     print(line if debug else f"{line}; rerun with --debug for the traceback", file=sys.stderr)
 
@@ -109,7 +111,7 @@ RedactOption = Annotated[
 
 
 def _fail(message: str) -> typer.Exit:
-    print(f"gpuprov: {message}", file=sys.stderr)
+    print(f"gpuprov: {printable(message)}", file=sys.stderr)
     return typer.Exit(2)
 
 

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +20,7 @@ from provision import deploy, render, verify, vram
 from provision import gate as gates
 from provision.deploy import HostOutcome, Run
 from provision.hostplan import HostPlan
-from provision.output import emit
+from provision.output import emit, printable
 
 STATUS_STYLE = {"changed": "yellow", "will change": "yellow", "failed": "red", "not run": "dim"}
 
@@ -102,7 +106,7 @@ def _verification(result: verify.Verification) -> None:
             continue
         print(f"      state {u.state}; last {len(u.journal)} journal lines:")
         for line in u.journal:
-            print(f"      | {line}")
+            print(f"      | {printable(line)}")
         if u.diagnoses:
             render.print_problems(u.diagnoses)
         else:
@@ -208,10 +212,12 @@ def converge(
         _say(f"gpuprov: cannot connect to {name}: {reason}")
     try:
         if not apply:
+            deploy.gate(run)
             deploy.add_operations(run, force)
             _output(run, False, as_json)
             return _code(run)
-        with deploy.locked(run, lock_timeout, _say):
+        with stopped_by_signals(), deploy.locked(run, lock_timeout, _say):
+            deploy.gate(run)
             deploy.add_operations(run, force)
             pending = any(op.status == "will change" for o in run.outcomes.values() for op in o.ops)
             if pending and not yes:
@@ -231,6 +237,33 @@ def converge(
         return _code(run)
     finally:
         deploy.finish(run)
+
+
+class Stopped(SystemExit):
+    """SIGTERM or SIGHUP during an apply: unwinds like Ctrl-C, releasing the locks on the way."""
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _stop(signum: int, frame: object) -> None:
+    _say(f"gpuprov: stopped by {signal.Signals(signum).name}; releasing the apply locks")
+    raise Stopped(1)
+
+
+@contextmanager
+def stopped_by_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP (SIGINT already raises KeyboardInterrupt) end the apply through the
+    `finally` blocks that release its locks; the handlers before are restored after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {s: signal.signal(s, _stop) for s in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
 
 
 def _output(run: Run, applied: bool, as_json: bool) -> None:

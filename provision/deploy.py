@@ -1,4 +1,4 @@
-"""Converge hosts with pyinfra: load and validate the inventory, gate, plan, lock, apply.
+"""Converge hosts with pyinfra: load and validate the inventory, lock, gate, plan, apply.
 
 `plan` and `apply` share every step up to execution, so what `plan` shows is what `apply` runs.
 """
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import functools
 import importlib.util
 import logging
 import socket
@@ -83,6 +84,7 @@ class Run:
     plans: dict[str, HostPlan]
     outcomes: dict[str, HostOutcome]
     unreachable: dict[str, str] = field(default_factory=dict)  # host name: why
+    stacks: dict[str, tuple[stack.Stack, dict[str, Any]]] = field(default_factory=dict)
 
 
 def load_inventory(
@@ -163,12 +165,25 @@ def _matches(host: Host, pattern: str) -> bool:
 
 
 def validate(path: str, hosts: list[Host]) -> dict[str, tuple[stack.Stack, dict[str, Any]]]:
-    """Every selected host's stack, or InventoryError naming file, host and field."""
-    known = set(stack.defaults())
+    """Every selected host's stack, or InventoryError naming file, host and field.
+
+    An unknown key with a role's prefix is an error; any other key that neither a role nor
+    pyinfra knows is a warning on stderr, once per key, naming the closest known name.
+    """
     out = {}
+    warned: set[str] = set()
     for h in hosts:
         data = h.data.dict()
-        typos = sorted(k for k in data if k.startswith(role_table.PREFIXES) and k not in known)
+        unknown = stack.unknown(data, pyinfra_keys())
+        typos = [k for k in unknown if k.startswith(role_table.PREFIXES)]
+        for key in sorted(set(unknown) - set(typos) - warned):
+            warned.add(key)
+            hint = f" (did you mean {unknown[key]!r}?)" if unknown[key] else ""
+            print(
+                f"gpuprov: warning: {path}: host {h.name!r}: {key!r} is no setting gpuprov or "
+                f"pyinfra knows, ignored{hint}",
+                file=sys.stderr,
+            )
         try:
             if typos:
                 raise stack.StackError(typos[0], "unknown setting")
@@ -183,8 +198,22 @@ def validate(path: str, hosts: list[Host]) -> dict[str, tuple[stack.Stack, dict[
     return out
 
 
+@functools.cache
+def pyinfra_keys() -> frozenset[str]:
+    """Host data keys pyinfra reads itself: every connector's data (ssh_user, ...) and the
+    operation arguments a host may set (_sudo, ...)."""
+    from pyinfra.api.arguments import all_global_arguments
+    from pyinfra.api.connectors import get_all_connectors
+
+    keys = {name for name, _ in all_global_arguments()}
+    for connector in get_all_connectors().values():
+        keys.update(getattr(connector, "data_meta", None) or {})
+    return frozenset(keys)
+
+
 def start(path: str, limit: list[str] | None, diff: bool) -> Run:
-    """Load, validate and connect; InventoryError before any host is touched."""
+    """Load, validate and connect; InventoryError before any host is touched. `gate` follows
+    (for apply, once the hosts' locks are held)."""
     state, inventory, hosts = load_inventory(path, limit)
     stacks = validate(path, hosts)
     state.init(inventory, Config(DIFF=diff), initial_limit=hosts)
@@ -198,11 +227,16 @@ def start(path: str, limit: list[str] | None, diff: bool) -> Run:
             outcomes[h.name].skipped = problem
             with contextlib.suppress(PyinfraError):  # raised once no host remains
                 state.fail_hosts({h})
-    plans: dict[str, HostPlan] = {}
-    connected = [h for h in hosts if not outcomes[h.name].skipped]
-    outputs = get_facts(state, gates.Probes) if connected else {}
+    return Run(path, state, {}, outcomes, unreachable, stacks)
+
+
+def gate(run: Run) -> None:
+    """Probe and judge every host still in the run, and plan what it gets."""
+    hosts = list(run.state.inventory.iter_activated_hosts())
+    connected = [h for h in hosts if h.name in run.outcomes and not run.outcomes[h.name].skipped]
+    outputs = get_facts(run.state, gates.Probes) if connected else {}
     for h in connected:
-        host_stack, variables = stacks[h.name]
+        host_stack, variables = run.stacks[h.name]
         facts = gates.facts_from_output(h.name, outputs.get(h) or "")
         verdict = gates.judge(h.name, facts, host_stack)
         if host_stack.vllm.replicas or host_stack.profiles:
@@ -211,9 +245,8 @@ def start(path: str, limit: list[str] | None, diff: bool) -> Run:
             text = h.get_fact(Command, command=script) or ""
             found = servicefacts.parse(host_stack, verdict.image, text, build)
             gates.judge_services(verdict, host_stack, found)
-        outcomes[h.name].gate = verdict
-        plans[h.name] = HostPlan(h.name, host_stack, variables, verdict, secrets(host_stack))
-    return Run(path, state, plans, outcomes, unreachable)
+        run.outcomes[h.name].gate = verdict
+        run.plans[h.name] = HostPlan(h.name, host_stack, variables, verdict, secrets(host_stack))
 
 
 def connect(state: State, hosts: list[Host]) -> dict[str, str]:
@@ -384,7 +417,9 @@ def finish(run: Run) -> None:
 
 @contextmanager
 def locked(run: Run, timeout: float, progress: Callable[[str], None]) -> Iterator[None]:
-    """Hold every reachable host's apply lock for the duration of the block."""
+    """Hold every reachable host's apply lock for the duration of the block; a host whose lock
+    another apply keeps is left out of the run. Taken before `gate`, so what the gate sees is
+    what the apply changes."""
     held: list[Host] = []
     token = lock.token()
     try:
@@ -401,6 +436,8 @@ def locked(run: Run, timeout: float, progress: Callable[[str], None]) -> Iterato
                     progress(f"{h.name}: got the apply lock after {waited:.0f}s")
             else:
                 outcome.skipped = detail
+                with contextlib.suppress(PyinfraError):  # raised once no host remains
+                    run.state.fail_hosts({h})
         yield
     finally:
         for h in held:

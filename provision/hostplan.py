@@ -8,6 +8,7 @@ from typing import Any
 
 from provision import envsecrets
 from provision.gate import HostGate
+from provision.settings import read
 from provision.stack import Stack, StackError
 
 
@@ -49,7 +50,7 @@ def secrets(stack: Stack, environ: dict[str, str] | None = None) -> dict[str, st
             raise StackError(
                 field_name, f"environment variable {variable} is not set on this machine"
             )
-        if any(ord(c) < 32 or ord(c) == 127 for c in value):  # never named: it is the secret
+        if read.unwritable(value):  # never shown: it is the secret (a line break, a bad byte)
             raise StackError(
                 field_name, f"environment variable {variable} holds a control character"
             )

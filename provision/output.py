@@ -7,6 +7,7 @@ only for text output so `--json` stays light.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -16,6 +17,31 @@ from checks.matrix.registry import RULES_SCHEMA_VERSION
 if TYPE_CHECKING:
     from checks.logs.logsource import Result
     from checks.matrix.registry import Rule
+
+# How much of one value the text view shows; --json keeps every value whole.
+MAX_SHOWN = 2000
+# C0 and C1 controls, DEL, and the Unicode line separators and direction overrides: what a
+# terminal would act on (colours, cursor moves, titles, reordered text) rather than show.
+_CONTROLS = r"\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+_CONTROL = re.compile(f"[{_CONTROLS}]")
+_CONTROL_OR_NEWLINE = re.compile(rf"[{_CONTROLS}\n]")
+
+
+def printable(text: str, limit: int | None = MAX_SHOWN, lines: bool = False) -> str:
+    """Text that came from input, safe to print: every control character, and so every escape
+    sequence, shows as its escape (ESC as \\x1b), newlines too unless `lines`; text past `limit`
+    characters is cut, saying how much was."""
+    cut = ""
+    if limit is not None and len(text) > limit:
+        cut = f" ... ({len(text) - limit} more characters not shown)"
+        text = text[:limit]
+    pattern = _CONTROL if lines else _CONTROL_OR_NEWLINE
+    return pattern.sub(_visible, text) + cut
+
+
+def _visible(match: re.Match[str]) -> str:
+    code = ord(match.group(0))
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 class Model(Protocol):

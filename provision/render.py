@@ -1,5 +1,9 @@
 """Rich text views of each command's result (`view`): facts, findings and diagnoses,
-recommendations, rules. Data goes to stdout."""
+recommendations, rules. Data goes to stdout.
+
+Text that came from input (facts, log lines, file names, and the messages that quote them) goes
+through `_m` (markup) or `_v` (a value): never read as markup, control characters made visible,
+one value cut at output.MAX_SHOWN characters."""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ from checks.facts.model import HostFacts
 from checks.matrix.engine import Finding
 from checks.matrix.registry import Rule, area_title
 from checks.reporting.report import Report
-from provision.output import Explanation, Facts, Rules
+from provision.output import Explanation, Facts, Rules, printable
 from provision.redact import redact
 
 if TYPE_CHECKING:  # explain's modules load only for explain's own output
@@ -30,6 +34,11 @@ def _console() -> Console:
     return Console(highlight=False, soft_wrap=False)
 
 
+def _m(text: str, lines: bool = False) -> str:
+    """Text from input for a markup string: escaped, controls visible, cut when too long."""
+    return escape(printable(text, lines=lines))
+
+
 def _v(value: Any) -> Text:
     """A fact as text, never read as markup; None is a dimmed "unknown"."""
     if value is None:
@@ -37,8 +46,8 @@ def _v(value: Any) -> Text:
     if isinstance(value, bool):
         return Text("yes" if value else "no")
     if isinstance(value, list):
-        return Text(", ".join(str(v) for v in value) if value else "none")
-    return Text(str(value))
+        return Text(printable(", ".join(str(v) for v in value)) if value else "none")
+    return Text(printable(str(value)))
 
 
 def _kv(title: str, rows: Iterable[tuple[str, Any]]) -> Table:
@@ -46,7 +55,7 @@ def _kv(title: str, rows: Iterable[tuple[str, Any]]) -> Table:
     table.add_column(style="bold", min_width=22)
     table.add_column()
     for key, value in rows:
-        table.add_row(Text(key), value if isinstance(value, Text) else _v(value))
+        table.add_row(Text(printable(key)), value if isinstance(value, Text) else _v(value))
     return table
 
 
@@ -56,7 +65,7 @@ def facts(f: HostFacts, redacted: bool = False) -> None:
     if redacted:
         f = redact(f)
     out = _console()
-    out.print(f"[bold]Sources:[/bold] {escape(', '.join(f.sources)) or 'none'}")
+    out.print(f"[bold]Sources:[/bold] {_m(', '.join(f.sources)) or 'none'}")
     s, d, m = f.system, f.driver, f.modules
     nouveau = None if m.loaded is None else "nouveau" in m.loaded
     out.print(
@@ -162,19 +171,19 @@ def problems(items: Sequence[Finding | Diagnosis], notes: Sequence[str] = ()) ->
     grid.add_column(overflow="fold")
     for i, x in enumerate(items):
         style = STYLE[x.severity]
-        lines = [f"[bold]{x.rule}[/bold] {escape(x.title)}", escape(x.message)]
+        lines = [f"[bold]{x.rule}[/bold] {_m(x.title)}", _m(x.message, lines=True)]
         if not isinstance(x, Finding):  # a Diagnosis: a log's evidence and cause
-            evidence = [f"  line {n}: {escape(text)}" for n, text in x.evidence]
+            evidence = [f"  line {n}: {_m(text)}" for n, text in x.evidence]
             if x.count > len(x.evidence):
                 evidence.append(f"  ... and {x.count - len(x.evidence)} more")
             shown = "\n".join(evidence)
-            lines += [f"[dim]{shown}[/dim]", f"[bold]Why:[/bold] {escape(x.cause)}"]
+            lines += [f"[dim]{shown}[/dim]", f"[bold]Why:[/bold] {_m(x.cause, lines=True)}"]
         lines += [
-            f"[green]Fix:[/green] {escape(x.fix)}",
-            f"[dim]Sources: {escape(' '.join(x.citations))}[/dim]",
+            f"[green]Fix:[/green] {_m(x.fix, lines=True)}",
+            f"[dim]Sources: {_m(' '.join(x.citations))}[/dim]",
         ]
         if i < len(notes) and notes[i]:
-            lines.append(f"[bold]{escape(notes[i])}[/bold]")
+            lines.append(f"[bold]{_m(notes[i], lines=True)}[/bold]")
         grid.add_row(f"  [{style}]{x.severity.upper():7}[/{style}]", "\n".join(lines) + "\n")
     return grid
 
@@ -202,9 +211,9 @@ def report(r: Report, redacted: bool = False) -> None:
     grid.add_column(overflow="fold")
     for rec in r.recommendations:
         grid.add_row(
-            f"  {escape(rec.topic)}",
-            f"[green]{escape(rec.value)}[/green]\n{escape(rec.detail)}"
-            f"\n[dim]based on {escape(', '.join(rec.basis))}[/dim]",
+            f"  {_m(rec.topic)}",
+            f"[green]{_m(rec.value)}[/green]\n{_m(rec.detail, lines=True)}"
+            f"\n[dim]based on {_m(', '.join(rec.basis))}[/dim]",
         )
     out.print(grid)
     counts = {s: sum(1 for f in r.findings if f.severity == s) for s in STYLE}
@@ -248,7 +257,7 @@ def explanations(results: list[Result]) -> None:
     out = _console()
     for result in results:
         size = f" ({result.lines} lines)" if result.lines is not None else ""
-        out.rule(f"{escape(result.source)}{size}")
+        out.rule(f"{_m(result.source)}{size}")
         if not result.diagnoses:
             out.print("  No known failure found.")
             continue

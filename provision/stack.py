@@ -8,7 +8,8 @@ provision.settings.<role>; this module puts them together.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,10 +45,11 @@ __all__ = [
     "from_data",
     "replica",
     "role_path",
+    "unknown",
     "variables",
 ]
 
-# Variables that are paths on the host: each must be absolute.
+# Variables that are paths on the host: each absolute, without spaces (units name them unquoted).
 PATH_SETTINGS = (
     "llama_server_config_dir",
     "llama_cpp_ccache_dir",
@@ -94,12 +96,23 @@ def variables(data: Mapping[str, Any]) -> dict[str, Any]:
     return base
 
 
+def unknown(data: Mapping[str, Any], ignore: Collection[str] = ()) -> dict[str, str]:
+    """Top-level keys of `data` that no role defines and `ignore` does not hold, each with the
+    closest name a role defines ("" when none is close): a typo there is otherwise ignored."""
+    known = defaults()
+    return {
+        key: next(iter(difflib.get_close_matches(key, list(known), n=1)), "")
+        for key in sorted(k for k in data if isinstance(k, str))
+        if key not in known and key not in ignore
+    }
+
+
 def from_data(data: Mapping[str, Any]) -> Stack:
     """Validate a host's data into a Stack; raise StackError naming the bad field."""
     v = variables(data)
     source = llama_cpp.source(v)
     for key in PATH_SETTINGS:
-        read.absolute(v, key)
+        read.unit_path(v, key)
     stack = Stack(
         source=source,
         prefix=read.safe_path(v, "llama_cpp_prefix"),

@@ -6,16 +6,23 @@ restarts only when it, its EnvironmentFile or what it runs changed.
 
 from __future__ import annotations
 
+import hashlib
+import posixpath
+from collections.abc import Generator
 from io import StringIO
 from typing import Any
 
+from pyinfra.api.command import FileUploadCommand, QuoteString, StringCommand
+from pyinfra.api.operation import operation
 from pyinfra.context import host
-from pyinfra.facts.files import File, FindFiles
+from pyinfra.facts.files import File, FindFiles, Sha1File
+from pyinfra.facts.server import Command
 from pyinfra.operations import files, systemd
 
 from provision.settings.read import NAME
 
 UNITS = "/etc/systemd/system"
+STAGING = ".upload"  # the 0700 folder secret files are uploaded into, beside them
 
 
 def has_persistenced() -> bool:
@@ -27,15 +34,37 @@ def has_persistenced() -> bool:
 
 
 def put_secret(name: str, content: str, dest: str) -> Any:
-    """A root-owned 0600 file whose diff is never printed (it may hold a key or a token)."""
-    state = host.state
-    diff, state.config.DIFF = state.config.DIFF, False
-    try:
-        return files.put(
-            name=name, src=StringIO(content), dest=dest, mode="600", user="root", group="root"
-        )
-    finally:
-        state.config.DIFF = diff
+    """A root-owned 0600 file whose diff is never printed (it may hold a key or a token).
+
+    It is never readable by others, not even for a moment: it is uploaded into a 0700 folder
+    beside it (owned by the SSH user, who uploads before sudo copies), made root's and 0600
+    there, then renamed into place. Nothing happens when the file already is so.
+    """
+    folder = f"{posixpath.dirname(dest)}/{STAGING}"
+    user = "root"
+    if host.data.get("_sudo"):  # the SSH user uploads, then sudo copies (pyinfra's put_file)
+        user = (host.get_fact(Command, command="id -un", _sudo=False) or "root").strip()
+    files.directory(name=f"{name}: upload folder", path=folder, mode="700", user=user)
+    return _secret_file(name=name, content=content, dest=dest, folder=folder)
+
+
+@operation()
+def _secret_file(content: str, dest: str, folder: str) -> Generator[Any, None, None]:
+    """`content` at `dest` (root's, 0600) by way of `folder`; no diff is shown."""
+    wanted = hashlib.sha1(content.encode()).hexdigest()
+    found = host.get_fact(File, path=dest)
+    if (
+        found
+        and (found.get("mode"), found.get("user"), found.get("group")) == (600, "root", "root")
+        and host.get_fact(Sha1File, path=dest) == wanted
+    ):
+        host.noop(f"secret file {dest} is up to date")
+        return
+    staged = f"{folder}/{posixpath.basename(dest)}"
+    yield FileUploadCommand(StringIO(content), staged, remote_temp_filename=f"{staged}.upload")
+    yield StringCommand("chown", "root:root", QuoteString(staged))
+    yield StringCommand("chmod", "600", QuoteString(staged))
+    yield StringCommand("mv", "-f", QuoteString(staged), QuoteString(dest))
 
 
 def converge(

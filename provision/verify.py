@@ -110,7 +110,7 @@ def targets(plan: HostPlan) -> list[Target]:
     found = []
     for line in table.splitlines():
         if line.strip() and not line.startswith("#"):
-            unit, url, model, env_file, kind = line.split("\t")
+            unit, url, model, env_file, kind, _ = line.split("\t")
             if not s.canary.enabled:  # the probe is the canary's: without it, units only
                 kind = ""
             found.append(Target(unit, kind, url, model, env_file, startup.get(kind, 0)))

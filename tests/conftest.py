@@ -57,3 +57,7 @@ def sh(command: str, env: dict[str, str] | None = None, check: bool = True) -> s
     if check:
         assert done.returncode == 0, done.stderr
     return done.stdout + done.stderr
+
+
+# Hypothesis' run length for every property test (tests/support/hostile.py).
+from tests.support import hostile as _hostile  # noqa: E402,F401

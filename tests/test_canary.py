@@ -24,15 +24,21 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from provision import stack, templates
 from tests.conftest import FIXTURES
+from tests.support.hostile import hostile_lines, hostile_text
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "roles" / "canary" / "files" / "gpuprov_canary.py"
 UNIT = "gpuprov-llama-main.service"
 SYSTEMD = FIXTURES / "systemd"
-SHOW = f"show -p NRestarts,ActiveState,SubState,ExecMainStatus,ExecMainCode,Result {UNIT}"
+SHOW = (
+    "show -p NRestarts,ActiveState,SubState,ExecMainStatus,ExecMainCode,Result,"
+    f"ActiveEnterTimestampMonotonic {UNIT}"
+)
 JOURNAL = f"-u {UNIT} -n 10 --no-pager -o cat"
 # Both answer with the files the test put beside them; "<name>-hangs" makes one never answer,
 # "<name>-fails" makes one fail the way systemd's tools do without a running systemd, and
@@ -188,14 +194,23 @@ class Host:
     def systemctl_calls(self) -> list[str]:
         return self.calls("systemctl")
 
+    def active_since(self, seconds: float) -> None:
+        """The recorded active unit, as systemd shows it `seconds` after it became active at
+        CLOCK_MONOTONIC 1000 s (the canary's clock then reads 1000 + seconds; see `run`)."""
+        show = (SYSTEMD / "show" / "active.txt").read_text()
+        (self.root / "unit-show").write_text(show + "ActiveEnterTimestampMonotonic=1000000000\n")
+        self.now = 1000.0 + seconds
+
+    now: float | None = None
+
     def run(self, canary: ModuleType, timeout: float = 5) -> int:
-        code: int = canary.main(
-            [
-                *("--config", str(self.config), "--state-dir", str(self.state)),
-                *("--timeout", str(timeout), "--failures", "2"),
-                *("--systemctl", str(self.systemctl), "--journalctl", str(self.journalctl)),
-            ]
-        )
+        argv = [
+            *("--config", str(self.config), "--state-dir", str(self.state)),
+            *("--timeout", str(timeout), "--failures", "2"),
+            *("--systemctl", str(self.systemctl), "--journalctl", str(self.journalctl)),
+        ]
+        now = self.now
+        code: int = canary.main(argv) if now is None else canary.main(argv, clock=lambda: now)
         return code
 
 
@@ -718,3 +733,161 @@ def test_failing_replica_and_balancer_units_are_reported_never_restarted(
     for unit in (REPLICA_UNIT, "nginx.service"):
         assert f"{unit}: FAILING: activating (auto-restart)" in out
         assert f"{unit}: journal: (no lines)" in out
+
+
+# --- start-up, deadlines, damaged state -------------------------------------------------------
+
+
+def closed_port() -> str:
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{free.getsockname()[1]}"
+
+
+def test_targets_carry_each_servers_start_up_bound(tmp_path: Path, stub: Stub) -> None:
+    host = vllm_host(tmp_path, stub)
+    lines = [line.split("\t") for line in host.config.read_text().splitlines()[1:]]
+    assert [(line[0], line[5]) for line in lines] == [
+        (REPLICA_UNIT, "900"),
+        ("nginx.service", "900"),
+    ]
+    (tmp_path / "llama").mkdir()
+    llama = Host(tmp_path / "llama", stub)
+    assert llama.config.read_text().splitlines()[1].split("\t")[5] == "300"
+
+
+def test_a_replica_not_answering_during_its_start_up_is_loading(
+    tmp_path: Path, stub: Stub, canary: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """vLLM refuses connections until its model is loaded (minutes): not a failure, no restart."""
+    host = vllm_host(tmp_path, stub)
+    host.config.write_text(host.config.read_text().replace(stub.url, closed_port()))
+    host.active_since(120)
+    for _ in range(3):
+        assert host.run(canary) == 0
+    assert not any(c.startswith("restart") for c in host.systemctl_calls)
+    out = capsys.readouterr().out
+    assert f"{REPLICA_UNIT}: loading: ConnectionError, 120s into its 900s start-up" in out
+
+
+def test_a_replica_not_answering_past_its_start_up_is_restarted(
+    tmp_path: Path, stub: Stub, canary: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    host = vllm_host(tmp_path, stub)
+    host.config.write_text(host.config.read_text().replace(stub.url, closed_port()))
+    host.active_since(901)
+    assert host.run(canary) == 1
+    assert host.run(canary) == 1
+    assert f"restart {REPLICA_UNIT}" in host.systemctl_calls
+    assert "restart nginx.service" not in host.systemctl_calls
+
+
+def test_llama_loading_past_its_start_up_is_a_failure(
+    tmp_path: Path, stub: Stub, canary: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """503 "Loading model" within 300 s is loading; 5 minutes later the server is hung."""
+    host = Host(tmp_path, stub)
+    stub.health = [(503, '{"error": {"code": 503, "message": "Loading model"}}')]
+    host.active_since(299)
+    assert host.run(canary) == 0
+    assert f"{UNIT}: loading: model still loading, 299s into its 300s start-up" in (
+        capsys.readouterr().out
+    )
+    host.active_since(301)
+    assert host.run(canary) == 1
+    assert host.counter.read_text() == "1"
+    assert "failed (model still loading after its 300s start-up)" in capsys.readouterr().out
+
+
+def test_a_server_that_answers_with_an_error_is_failing_even_in_its_start_up(
+    tmp_path: Path, stub: Stub, canary: ModuleType
+) -> None:
+    """Only a refused connection or a server saying it loads is loading; one that answers a
+    completion with an error (or hangs: tests/e2e SIGSTOPs one) is failing from the start."""
+    host = Host(tmp_path, stub)
+    stub.completion = [(500, "{}"), (500, "{}")]
+    host.active_since(10)
+    assert host.run(canary) == 1
+    assert host.counter.read_text() == "1"
+    assert canary.loading("fail", "ReadTimeout", 10, 300) == ""
+    assert canary.loading("fail", "Deadline", 10, 300) == ""
+    assert canary.loading("fail", "ConnectionError", 10, 300).startswith("ConnectionError, 10s")
+
+
+@pytest.mark.parametrize("text", [b"", b"x", b"\xff\xfe", b"-3", b"1e9", b"\xd9\xa3", b"99999999"])
+def test_a_damaged_failure_counter_counts_as_none(
+    tmp_path: Path, stub: Stub, canary: ModuleType, text: bytes
+) -> None:
+    """A counter file cut short or overwritten crashed every later run."""
+    host = Host(tmp_path, stub)
+    host.state.mkdir()
+    host.counter.write_bytes(text)
+    stub.completion = [(500, "{}")]
+    assert host.run(canary) == 1
+    assert host.counter.read_text() == "1"
+
+
+def test_a_server_sending_a_byte_at_a_time_meets_the_deadline(
+    tmp_path: Path, stub: Stub, canary: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each byte inside the per-read timeout, the reply never whole: held a probe for minutes."""
+    stop = threading.Event()
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def trickle() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            with conn:
+                for byte in b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + b"x" * 1000:
+                    if stop.wait(0.1):
+                        break
+                    try:
+                        conn.sendall(bytes([byte]))
+                    except OSError:
+                        break
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    try:
+        host = Host(tmp_path, stub)
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        host.config.write_text(host.config.read_text().replace(stub.url, url))
+        assert host.run(canary, timeout=0.5) == 1
+        assert "failed (Deadline)" in capsys.readouterr().out
+    finally:
+        stop.set()
+        thread.join(5)
+        listener.close()
+
+
+def test_unreadable_config_lines_are_skipped(canary: ModuleType) -> None:
+    text = "# head\nonly\ttwo\nu\thttp://x\tm\t/e\topenai\tnot-a-number\nv\thttp://y\tm\t/e\n"
+    assert canary.targets(text) == [
+        ("u", "http://x", "m", "/e", "openai", 0.0),
+        ("v", "http://y", "m", "/e", "llama", 0.0),
+    ]
+
+
+@given(text=hostile_lines(["NRestarts=3", "ActiveState=active", "ActiveEnterTimestampMonotonic=5"]))
+def test_property_show_parser_never_raises(canary: ModuleType, text: str) -> None:
+    state = canary.parse_show(text)
+    assert state.since is None or 0 <= state.since < 10**19
+
+
+@given(text=hostile_lines(["u\thttp://x\tm\t/e\topenai\t900", "v\thttp://y\tm\t/e\tllama"]))
+def test_property_targets_never_raise(canary: ModuleType, text: str) -> None:
+    for *_, startup in canary.targets(text):
+        assert startup >= 0
+
+
+@given(data=st.binary(max_size=40) | hostile_text().map(lambda t: t.encode("utf-8", "replace")))
+def test_property_a_counter_file_is_read_or_counts_as_none(
+    canary: ModuleType, tmp_path_factory: pytest.TempPathFactory, data: bytes
+) -> None:
+    counter = tmp_path_factory.mktemp("state") / "u.failures"
+    counter.write_bytes(data)
+    assert 0 <= canary.read_count(counter) < 100000

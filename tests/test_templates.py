@@ -265,7 +265,7 @@ def test_systemd_verifies_the_canary_units(tmp_path: Path, prefix: Path) -> None
 
 
 def test_canary_targets(prefix: Path) -> None:
-    data = host_data(prefix, MINIMAL, FULL, llama_server_config_dir="/etc/llama cfg")
+    data = host_data(prefix, MINIMAL, FULL, llama_server_config_dir="/etc/llama-cfg")
     rows = [
         line.split("\t")
         for line in canary("canary.tsv.j2", data).splitlines()
@@ -276,15 +276,17 @@ def test_canary_targets(prefix: Path) -> None:
             "gpuprov-llama-main.service",
             "http://127.0.0.1:8080",
             "main",
-            "/etc/llama cfg/main.env",
+            "/etc/llama-cfg/main.env",
             "llama",
+            "300",
         ],
         [
             "gpuprov-llama-big.service",
             "http://127.0.0.1:8081",  # 0.0.0.0 is reached on loopback
             'qwen "3" $HOME é',
-            "/etc/llama cfg/big.env",
+            "/etc/llama-cfg/big.env",
             "llama",
+            "300",
         ],
     ]
 

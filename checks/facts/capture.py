@@ -6,12 +6,12 @@ detects itself in it parses it; several files merge into one host.
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from checks import inputs
 from checks.facts import parsers
 from checks.facts.model import HostFacts, ProbeResult, from_dict, merge
 from checks.facts.parsers import Format
@@ -50,7 +50,7 @@ def read(paths: Iterable[str]) -> list[Capture]:
             if path == "-":
                 data = sys.stdin.buffer.read(MAX_BYTES + 1)
             else:
-                with open(path, "rb") as handle:
+                with inputs.open_input(path) as handle:
                     data = handle.read(MAX_BYTES + 1)
         except OSError as exc:
             raise CaptureError(f"{path}: cannot read: {exc.strerror or exc}") from exc
@@ -64,7 +64,9 @@ def read(paths: Iterable[str]) -> list[Capture]:
 
 def _from_json(text: str) -> HostFacts | None:
     try:
-        data = json.loads(text)
+        data = inputs.loads(text)
+    except inputs.InputError:
+        raise  # JSON, but nested too deep for any output gpuprov reads
     except ValueError:
         return None
     if isinstance(data, dict) and isinstance(data.get("facts"), dict):

@@ -378,40 +378,56 @@ def to_dict(facts: Any) -> Any:
 T = TypeVar("T")
 
 
-def from_dict(cls: type[T], data: Any) -> T:
-    """Build `cls` from plain data, ignoring unknown keys; raises ValueError on wrong shapes."""
+def from_dict(cls: type[T], data: Any, where: str = "") -> T:
+    """Build `cls` from plain data, ignoring unknown keys; a missing field takes its default.
+
+    Raises ValueError naming the first value that does not fit, by its path in the data:
+    "gpus[0].memory_total_mib: expected an integer, got a string". Null is only taken where the
+    field may be unknown; a list item or a field without a default is never null or missing.
+    """
     if not isinstance(data, dict):
-        raise ValueError(f"{cls.__name__}: expected an object, got {type(data).__name__}")
+        raise ValueError(f"{where or cls.__name__}: expected an object, got {_kind(data)}")
     hints = typing.get_type_hints(cls)
     kwargs: dict[str, Any] = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        path = f"{where}.{f.name}" if where else f.name
         if f.name in data:
-            kwargs[f.name] = _convert(hints[f.name], data[f.name], f"{cls.__name__}.{f.name}")
+            kwargs[f.name] = _convert(hints[f.name], data[f.name], path)
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise ValueError(f"{path}: missing")
     return cls(**kwargs)
 
 
-def _convert(hint: Any, value: Any, where: str) -> Any:
+_KINDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
+def _kind(value: Any) -> str:
+    """What a JSON value is, for messages: null, a string, an object..."""
     if value is None:
-        return None
+        return "null"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    return next((name for t, name in _KINDS.items() if isinstance(value, t)), "a value")
+
+
+def _convert(hint: Any, value: Any, where: str) -> Any:
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
+        if value is None:
+            return None
         inner = [a for a in typing.get_args(hint) if a is not type(None)]
         return _convert(inner[0], value, where)
     if origin is list:
         if not isinstance(value, list):
-            raise ValueError(f"{where}: expected a list")
+            raise ValueError(f"{where}: expected a list, got {_kind(value)}")
         (item,) = typing.get_args(hint)
-        return [_convert(item, v, where) for v in value]
+        return [_convert(item, v, f"{where}[{i}]") for i, v in enumerate(value)]
     if dataclasses.is_dataclass(hint):
-        return from_dict(typing.cast(type, hint), value)
-    if hint is bool and not isinstance(value, bool):
-        raise ValueError(f"{where}: expected true or false")
-    if hint is int and (not isinstance(value, int) or isinstance(value, bool)):
-        raise ValueError(f"{where}: expected an integer")
-    if hint is str and not isinstance(value, str):
-        raise ValueError(f"{where}: expected a string")
-    if hint is float:
-        if not isinstance(value, int | float) or isinstance(value, bool):
-            raise ValueError(f"{where}: expected a number")
+        return from_dict(typing.cast(type, hint), value, where)
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if hint in _KINDS and (type(value) is not hint):
+        raise ValueError(f"{where}: expected {_KINDS[hint]}, got {_kind(value)}")
     return value

@@ -46,7 +46,9 @@ class Diagnosis:
 def _image() -> re.Pattern[str]:
     """A reference to an image of one of the repositories in tables/log_images.toml."""
     names = "|".join(re.escape(n) for n in registry.table("log_images")["repositories"])
-    return re.compile(rf"(?P<ref>(?:[\w.-]+/)*(?:{names})[\w.-]*:[\w.+-]+)")
+    # Starting only where a word begins keeps the search linear: from inside a run of name
+    # characters, (?:[\w.-]+/)* would rescan the rest of the run at every position.
+    return re.compile(rf"(?<![\w./-])(?P<ref>(?:[\w.-]+/)*(?:{names})[\w.-]*:[\w.+-]+)")
 
 
 def _image_facts(text: str) -> dict[str, str]:

@@ -9,6 +9,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from checks import inputs
 from checks.facts.model import HostFacts
 from checks.logs import explain, logscan
 
@@ -50,7 +51,7 @@ def _scan_file(source: Source) -> logscan.Scan:
     if source.path == "-":
         return logscan.scan(sys.stdin.buffer)
     try:
-        with open(source.path or "", "rb") as stream:
+        with inputs.open_input(source.path or "") as stream:
             return logscan.scan(stream)
     except OSError as exc:
         raise LogError(f"{source.name}: cannot read: {exc.strerror or exc}") from exc

@@ -317,7 +317,7 @@ def parse_remote(output: str) -> GgufInfo | None:
             continue
         try:
             record = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # the host's output: nested too deep is no header
             continue
         if isinstance(record, dict) and record.get("gguf") == "ok":
             return _from_record(record)

@@ -16,6 +16,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from checks import inputs
 from checks.facts.model import VllmService
 from checks.services.modelconfig import ModelConfig
 
@@ -145,8 +146,8 @@ def _set_path(tree: dict[str, Any], path: str, value: str) -> None:
             child = tree[key] = {}
         tree = child
     try:
-        tree[keys[-1]] = json.loads(value)
-    except ValueError:
+        tree[keys[-1]] = inputs.loads(value)
+    except ValueError:  # inputs.InputError (too deeply nested) is one too
         tree[keys[-1]] = value
 
 

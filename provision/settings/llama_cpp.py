@@ -11,7 +11,8 @@ from typing import Any
 from provision.settings import read
 from provision.settings.read import StackError
 
-CUDA_ARCH = re.compile(r"^\d{2,3}[af]?(-real|-virtual)?$")
+CUDA_ARCH = re.compile(r"[0-9]{2,3}[af]?(-real|-virtual)?")
+GIT_REF = re.compile(r"[A-Za-z0-9._/-]+")
 
 
 @dataclass(frozen=True)
@@ -39,17 +40,25 @@ def source(v: Mapping[str, Any]) -> Source:
     for key in ("llama_cpp_git_url", "llama_cpp_ref"):
         if str(v.get(key) or "").startswith("-"):
             raise StackError(key, "must not start with '-'")
-    if found.tarball and not Path(found.tarball).is_file():
-        raise StackError("llama_cpp_tarball", f"no such file on this machine: {found.tarball}")
-    if not found.tarball and not re.match(r"^[A-Za-z0-9._/-]+$", found.ref):
+    if found.tarball and not _is_file(found.tarball):
+        raise StackError("llama_cpp_tarball", f"no such file on this machine: {found.tarball!r}")
+    if not found.tarball and not GIT_REF.fullmatch(found.ref):
         raise StackError("llama_cpp_ref", f"not a git ref: {found.ref!r}")
     return found
+
+
+def _is_file(path: str) -> bool:
+    """Whether `path` is a file here; a name the system cannot look up (too long) is none."""
+    try:
+        return Path(path).is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def architectures(v: Mapping[str, Any]) -> str:
     """CMAKE_CUDA_ARCHITECTURES, "" for the build's own choice."""
     archs = str(v.get("llama_cpp_cuda_architectures") or "")
-    if archs and not all(CUDA_ARCH.match(a) for a in archs.split(";")):
+    if archs and not all(CUDA_ARCH.fullmatch(a) for a in archs.split(";")):
         raise StackError("llama_cpp_cuda_architectures", f"expected e.g. '86;120a', got {archs!r}")
     return archs
 

@@ -15,6 +15,7 @@ from provision.settings.read import StackError
 
 CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 FLASH_ATTN = ("on", "off", "auto")
+LAYERS = ("auto", "all")
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ def _profile(where: str, v: Mapping[str, Any]) -> Profile:
     if isinstance(raw_layers, bool):
         raise StackError(f"{where}.gpu_layers", "a number, 'auto' or 'all', got a boolean")
     gpu_layers = "" if raw_layers in (None, "") else str(raw_layers)
-    if gpu_layers and not (gpu_layers.isdigit() or gpu_layers in ("auto", "all")):
+    if gpu_layers and not ((gpu_layers.isascii() and gpu_layers.isdigit()) or gpu_layers in LAYERS):
         raise StackError(f"{where}.gpu_layers", f"a number, 'auto' or 'all', got {gpu_layers!r}")
     flash = str(v.get("flash_attn", "auto"))
     if flash not in FLASH_ATTN:
@@ -92,7 +93,7 @@ def _profile(where: str, v: Mapping[str, Any]) -> Profile:
         model=read.absolute(v, "model", where),
         alias=read.text(v, "alias", where) if "alias" in v else name,
         port=read.integer(v, "port", 1, 65535, where),
-        host=read.text(v, "host", where) if "host" in v else "127.0.0.1",
+        host=read.address(v, "host", where) if "host" in v else "127.0.0.1",
         ctx_size=read.integer(v, "ctx_size", 0, 10_000_000, where) if "ctx_size" in v else 4096,
         parallel=read.integer(v, "parallel", 1, 1024, where) if "parallel" in v else 1,
         gpu_layers=gpu_layers,

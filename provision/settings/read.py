@@ -6,13 +6,18 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
-NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-SAFE_PATH = re.compile(r"^/[A-Za-z0-9._/+@-]+$")
-ADDRESS = re.compile(r"^([0-9.]+|[0-9A-Fa-f:]+|localhost)$")
+# Patterns are whole-value: use them with fullmatch (a `$` would let a trailing newline through).
+NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,40}")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+SAFE_PATH = re.compile(r"/[A-Za-z0-9._/+@-]+")
+ADDRESS = re.compile(r"[0-9.]+|[0-9A-Fa-f:]+|localhost")
+# Control characters (C0, DEL, C1), lone surrogates (no UTF-8 for them: a file write fails) and
+# the line and paragraph separators that Python's splitlines() breaks lines at.
+UNWRITABLE = ("Cc", "Cs", "Zl", "Zp")
 
 
 class StackError(ValueError):
@@ -22,6 +27,11 @@ class StackError(ValueError):
         super().__init__(f"{field}: {reason}")
         self.field = field
         self.reason = reason
+
+
+def unwritable(value: str) -> bool:
+    """Whether `value` holds a character no unit, env file or TSV line may hold (UNWRITABLE)."""
+    return any(unicodedata.category(c) in UNWRITABLE for c in value)
 
 
 def field(where: str, key: str) -> str:
@@ -37,14 +47,14 @@ def text(v: Mapping[str, Any], key: str, where: str = "", empty: bool = False) -
         raise StackError(field(where, key), f"must be a string, got {type(value).__name__}")
     if not value and not empty:
         raise StackError(field(where, key), "must not be empty")
-    if any(ord(c) < 32 for c in value):
-        raise StackError(field(where, key), "must not contain control characters")
+    if unwritable(value):
+        raise StackError(field(where, key), "must not contain control characters or line breaks")
     return value
 
 
 def name(v: Mapping[str, Any], key: str, where: str = "") -> str:
     value = text(v, key, where)
-    if not NAME.match(value):
+    if not NAME.fullmatch(value):
         raise StackError(field(where, key), f"lower-case letters, digits and '-', got {value!r}")
     return value
 
@@ -52,14 +62,14 @@ def name(v: Mapping[str, Any], key: str, where: str = "") -> str:
 def env_name(v: Mapping[str, Any], key: str, where: str = "") -> str:
     """The name of an environment variable, or "" when unset."""
     value = text(v, key, where, empty=True)
-    if value and not ENV_NAME.match(value):
+    if value and not ENV_NAME.fullmatch(value):
         raise StackError(field(where, key), "the name of an environment variable")
     return value
 
 
 def address(v: Mapping[str, Any], key: str, where: str = "") -> str:
     value = text(v, key, where)
-    if not ADDRESS.match(value):
+    if not ADDRESS.fullmatch(value):
         raise StackError(field(where, key), f"an IP address, got {value!r}")
     return value
 
@@ -71,10 +81,18 @@ def absolute(v: Mapping[str, Any], key: str, where: str = "") -> str:
     return value
 
 
+def unit_path(v: Mapping[str, Any], key: str) -> str:
+    """An absolute path without whitespace: systemd takes such paths unquoted (systemd_path)."""
+    value = absolute(v, key)
+    if any(c.isspace() for c in value):
+        raise StackError(key, f"must not contain spaces, got {value!r}")
+    return value
+
+
 def safe_path(v: Mapping[str, Any], key: str) -> str:
     """An absolute path safe in an ExecStart binary name (systemd unescapes nothing there)."""
-    value = absolute(v, key)
-    if not SAFE_PATH.match(value):
+    value = unit_path(v, key)
+    if not SAFE_PATH.fullmatch(value):
         raise StackError(key, f"letters, digits and ._/+@- only, got {value!r}")
     return value
 
@@ -97,8 +115,8 @@ def strings(v: Mapping[str, Any], key: str, where: str = "") -> tuple[str, ...]:
     value = v.get(key) or []
     if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
         raise StackError(field(where, key), "must be a list of strings")
-    if any(any(ord(c) < 32 for c in s) for s in value):
-        raise StackError(field(where, key), "must not contain control characters")
+    if any(unwritable(s) for s in value):
+        raise StackError(field(where, key), "must not contain control characters or line breaks")
     return tuple(value)
 
 

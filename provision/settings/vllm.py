@@ -12,11 +12,11 @@ from provision import role_table
 from provision.settings import read
 from provision.settings.read import StackError
 
-REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9._-]+$")
-IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._/:-]*(@sha256:[0-9a-f]{64})?$")
-VLLM_VERSION = re.compile(r"^v?\d+\.\d+\.\d+([.+-][A-Za-z0-9.]+)?$")
-SHM_SIZE = re.compile(r"^\d+[bkmgBKMG]?$")
-KV_DTYPE = re.compile(r"^[a-z0-9_-]+$")
+REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9._-]+")
+IMAGE_REF = re.compile(r"[a-z0-9][a-z0-9._/:-]*(@sha256:[0-9a-f]{64})?")
+VLLM_VERSION = re.compile(r"v?[0-9]+\.[0-9]+\.[0-9]+([.+-][A-Za-z0-9.]+)?")
+SHM_SIZE = re.compile(r"[0-9]+[bkmgBKMG]?")
+KV_DTYPE = re.compile(r"[a-z0-9_-]+")
 GPU_SELECTION = ("index", "cdi")
 RESERVED_ENV = ("HF_TOKEN", "VLLM_API_KEY")
 
@@ -81,12 +81,12 @@ class Vllm:
 
 def parse(v: Mapping[str, Any]) -> Vllm:
     version = read.text(v, "vllm_version")
-    if not VLLM_VERSION.match(version):
+    if not VLLM_VERSION.fullmatch(version):
         raise StackError("vllm_version", f"a release like v0.21.0, got {version!r}")
     image = read.text(v, "vllm_image", empty=True)
     repository = read.text(v, "vllm_image_repository")
     for key, value in (("vllm_image", image), ("vllm_image_repository", repository)):
-        if value and not IMAGE_REF.match(value):
+        if value and not IMAGE_REF.fullmatch(value):
             raise StackError(key, f"not an image reference: {value!r}")
     return Vllm(
         version=version,
@@ -128,7 +128,7 @@ def replica(where: str, v: Mapping[str, Any]) -> Replica:
     model = read.text(v, "model", where)
     if model.startswith("/"):
         read.absolute(v, "model", where)
-    elif not REPO_ID.match(model):
+    elif not REPO_ID.fullmatch(model):
         raise StackError(f"{where}.model", f"a Hugging Face repo id or an absolute path: {model!r}")
     gpus = v.get("gpus")
     if (
@@ -150,10 +150,10 @@ def replica(where: str, v: Mapping[str, Any]) -> Replica:
     if not 0 < utilization <= 1:
         raise StackError(f"{where}.gpu_memory_utilization", f"between 0 and 1, got {utilization}")
     dtype = read.text(v, "kv_cache_dtype", where)
-    if not KV_DTYPE.match(dtype):
+    if not KV_DTYPE.fullmatch(dtype):
         raise StackError(f"{where}.kv_cache_dtype", f"not a cache dtype: {dtype!r}")
     shm = str(v.get("shm_size", ""))
-    if not SHM_SIZE.match(shm):
+    if not SHM_SIZE.fullmatch(shm):
         raise StackError(f"{where}.shm_size", f"a size like 16g, got {shm!r}")
     spec = v.get("speculative_config") or {}
     if not isinstance(spec, Mapping):
@@ -175,9 +175,7 @@ def replica(where: str, v: Mapping[str, Any]) -> Replica:
         kv_cache_dtype=dtype,
         enforce_eager=read.boolean(v, "enforce_eager", where),
         enable_prefix_caching=read.boolean(v, "enable_prefix_caching", where),
-        speculative_config=json.dumps(dict(spec), sort_keys=True, separators=(",", ":"))
-        if spec
-        else "",
+        speculative_config=_speculative(spec, where),
         shm_size=shm,
         hf_token_env=read.env_name(v, "hf_token_env", where),
         api_key_env=read.env_name(v, "api_key_env", where),
@@ -186,13 +184,23 @@ def replica(where: str, v: Mapping[str, Any]) -> Replica:
     )
 
 
+def _speculative(spec: Mapping[str, Any], where: str) -> str:
+    """--speculative-config's JSON ("" for none): plain JSON values only."""
+    if not spec:
+        return ""
+    try:
+        return json.dumps(dict(spec), sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise StackError(f"{where}.speculative_config", f"not plain JSON: {exc}") from None
+
+
 def _env(v: Mapping[str, Any], where: str) -> tuple[tuple[str, str], ...]:
     raw = v.get("env") or {}
     if not isinstance(raw, Mapping):
         raise StackError(f"{where}.env", "a mapping of environment variables")
     out = []
     for name, value in sorted(raw.items()):
-        if not isinstance(name, str) or not read.ENV_NAME.match(name):
+        if not isinstance(name, str) or not read.ENV_NAME.fullmatch(name):
             raise StackError(f"{where}.env", f"not an environment variable name: {name!r}")
         if name in RESERVED_ENV:
             raise StackError(
@@ -201,7 +209,9 @@ def _env(v: Mapping[str, Any], where: str) -> tuple[tuple[str, str], ...]:
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise StackError(f"{where}.env.{name}", "a string or a number")
         text = str(value)
-        if any(ord(c) < 32 for c in text):
-            raise StackError(f"{where}.env.{name}", "must not contain control characters")
+        if read.unwritable(text):
+            raise StackError(
+                f"{where}.env.{name}", "must not contain control characters or line breaks"
+            )
         out.append((name, text))
     return tuple(out)

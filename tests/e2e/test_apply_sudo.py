@@ -108,9 +108,13 @@ def test_rerun_as_the_sudo_user_changes_nothing(host: Host, llama: Inventory) ->
 
 def test_the_lock_works_through_sudo(host: Host, llama: Inventory) -> None:
     """The lock lives in root's /run: a non-root user gets it only through sudo."""
-    host.run(
-        "mkdir -p /run/gpuprov/apply.lock && echo held-by-other > /run/gpuprov/apply.lock/owner"
+    host.run("mkdir -p /run/gpuprov")
+    host.run(  # another apply's holder: flock on the lock file, naming itself there
+        "setsid flock -o /run/gpuprov/apply.lock"
+        " sh -c 'echo held-by-other > /run/gpuprov/apply.lock; exec sleep 600'"
+        " </dev/null >/dev/null 2>&1 & echo $! > /run/gpuprov-other.pid"
     )
+    time.sleep(1)
     try:
         waiting = subprocess.Popen(
             [*GPUPROV, "apply", str(llama.write()), "-y", "--json"],
@@ -122,11 +126,11 @@ def test_the_lock_works_through_sudo(host: Host, llama: Inventory) -> None:
         time.sleep(6)
         assert waiting.poll() is None  # waiting for the lock, not failing to take it
     finally:
-        host.run("rm -rf /run/gpuprov/apply.lock")
+        host.run("kill -- -$(cat /run/gpuprov-other.pid); rm -f /run/gpuprov-other.pid")
     _out, err = waiting.communicate(timeout=300)
     assert waiting.returncode == 0, err
     assert "waiting for the apply lock held by held-by-other" in err
-    assert not host.ok("test -e /run/gpuprov/apply.lock")
+    assert host.ok("flock -n /run/gpuprov/apply.lock true")  # released
 
 
 def test_a_user_without_sudo_gets_one_error_and_nothing_changes(

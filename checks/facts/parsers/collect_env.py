@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 from checks import versions
 from checks.facts.model import Gpu, HostFacts, PythonPackage, Toolkit
 from checks.facts.parsers import Format
 from checks.facts.probe import Probe
 
-# "Key: value" (PyTorch, older vLLM) and "Key           : value" (vLLM since 2025).
+# "Key: value" (PyTorch, older vLLM) and "Key           : value" (vLLM since 2025). The value runs
+# to the end of the line and _fields strips it: a lazy value before "[ \t\r]*$" is quadratic.
 _FIELD = re.compile(
     r"^(?P<key>PyTorch version|CUDA used to build PyTorch|OS|Libc version|Python platform"
     r"|CUDA runtime version|GPU models and configuration|Nvidia driver version|vLLM Version"
-    r"|Is CUDA available) *:[ \t]*(?P<value>[^\n]*?)[ \t\r]*$",
+    r"|Is CUDA available) *:[ \t]*(?P<value>[^\n]*)$",
     re.MULTILINE,
 )
-_GPU_LINE = re.compile(r"^GPU (\d{1,4}): (.+?)\s*$")
-_ARCHS = re.compile(r"^\s*CUDA Archs: ([^;\n]*)", re.MULTILINE)
+_GPU_LINE = re.compile(r"GPU (\d{1,4}): (.+)")  # on a stripped line
+_ARCHS = re.compile(r"^[^\S\n]*CUDA Archs: ([^;\n]*)", re.MULTILINE)
+_LINE_BREAK = re.compile("\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")  # str.splitlines' breaks
 _INCOMPATIBLE = re.compile(
     r"^(?P<name>\S.*?) with CUDA capability sm_(?P<sm>\d+) is not compatible with the current"
     r" PyTorch installation",
@@ -25,9 +28,10 @@ _INCOMPATIBLE = re.compile(
 )
 _SUPPORTS = re.compile(r"The current PyTorch install supports CUDA capabilities ((?:sm_\d+\w* ?)+)")
 # Older PyTorch: "Found GPU0 Tesla K40m which is of cuda capability 3.5."
-_TOO_OLD = re.compile(
-    r"Found GPU(?P<index>\d{1,4}) (?P<name>.+?) which is of cuda capability (?P<cc>\d+\.\d+)"
-)
+# (Read as a head, then the first tail after it on the line: one pattern with a lazy name between
+# them rescans the line from every head.)
+_TOO_OLD_HEAD = re.compile(r"Found GPU(?P<index>\d{1,4}) ")
+_TOO_OLD_TAIL = re.compile(r" which is of cuda capability (?P<cc>\d+\.\d+)")
 _TORCH_PATH = re.compile(r"^(/\S+/(?:site|dist)-packages)/torch/", re.MULTILINE)
 _UNKNOWN = ("", "Could not collect", "N/A", "No CUDA", "None", "Not Set")
 
@@ -36,10 +40,10 @@ def parse_collect_env(text: str) -> HostFacts:
     """`python -m torch.utils.collect_env` or vLLM's collect_env, with any warnings before it."""
     facts = HostFacts()
     fields: dict[str, str] = {}
-    for match in _FIELD.finditer(text):
-        fields.setdefault(match.group("key"), match.group("value"))
-        if match.group("key") == "GPU models and configuration" and not facts.gpus:
-            facts.gpus = _gpus(match.group("value"), text[match.end() :])
+    for key, found, end in _fields(text):
+        fields.setdefault(key, found)
+        if key == "GPU models and configuration" and not facts.gpus:
+            facts.gpus = _gpus(found, text, end)
     value = {key: raw for key, raw in fields.items() if raw not in _UNKNOWN}
     _system(facts, value)
     facts.driver.version = value.get("Nvidia driver version")
@@ -59,10 +63,28 @@ def parse_collect_env(text: str) -> HostFacts:
     return facts
 
 
-def _gpus(first: str, rest: str) -> list[Gpu]:
+def _fields(text: str) -> Iterator[tuple[str, str, int]]:
+    """(key, value, end of line) of each known "Key: value" line."""
+    for match in _FIELD.finditer(text):
+        yield match.group("key"), match.group("value").rstrip(" \t\r"), match.end()
+
+
+def _lines_after(text: str, pos: int) -> Iterator[str]:
+    """The lines of `text[pos:]` after the first, as str.splitlines() cuts them, one at a time."""
+    first = True
+    while pos < len(text):
+        brk = _LINE_BREAK.search(text, pos)
+        end = brk.start() if brk is not None else len(text)
+        if not first:
+            yield text[pos:end]
+        first = False
+        pos = brk.end() if brk is not None else len(text)
+
+
+def _gpus(first: str, text: str, end: int) -> list[Gpu]:
     """ "GPU 0: NAME" on the key's line, or one a line below it up to a blank line."""
     gpus: list[Gpu] = []
-    lines = [first] if first else rest.splitlines()[1:]
+    lines = iter([first]) if first else _lines_after(text, end)
     for line in lines:
         match = _GPU_LINE.match(line.strip())
         if match is None:
@@ -105,9 +127,7 @@ def _incompatible(facts: HostFacts, text: str) -> None:
     found: list[tuple[str, str, int | None]] = [
         (m.group("name"), _capability(m.group("sm")), None) for m in _INCOMPATIBLE.finditer(text)
     ]
-    found += [
-        (m.group("name"), m.group("cc"), int(m.group("index"))) for m in _TOO_OLD.finditer(text)
-    ]
+    found += _too_old(text)
     for name, capability, index in found:
         same = [g for g in facts.gpus if g.name == name or (index is not None and g.index == index)]
         for gpu in same:
@@ -116,13 +136,29 @@ def _incompatible(facts: HostFacts, text: str) -> None:
             facts.gpus.append(Gpu(index=index, name=name, compute_capability=capability))
 
 
+def _too_old(text: str) -> list[tuple[str, str, int | None]]:
+    """(name, capability, index) of each "Found GPU0 NAME which is of cuda capability 3.5"."""
+    out: list[tuple[str, str, int | None]] = []
+    pos = 0
+    while (head := _TOO_OLD_HEAD.search(text, pos)) is not None:
+        eol = text.find("\n", head.end())
+        eol = len(text) if eol == -1 else eol
+        tail = _TOO_OLD_TAIL.search(text, head.end() + 1, eol)
+        if tail is None:
+            pos = eol  # a later head on this line has less of the line to find a tail in
+            continue
+        out.append((text[head.end() : tail.start()], tail.group("cc"), int(head.group("index"))))
+        pos = tail.end()
+    return out
+
+
 def _capability(sm: str) -> str:
     """sm_120 -> "12.0", sm_86 -> "8.6"."""
     return f"{sm[:-1]}.{sm[-1]}" if len(sm) >= 2 else sm
 
 
 def detect_collect_env(text: str) -> bool:
-    keys = {m.group("key") for m in _FIELD.finditer(text)}
+    keys = {key for key, _, _ in _fields(text)}
     return ("PyTorch version" in keys and len(keys) >= 3) or _INCOMPATIBLE.search(text) is not None
 
 

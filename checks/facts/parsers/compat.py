@@ -14,7 +14,9 @@ _PACKAGE = re.compile(
 )
 _DRIVER = re.compile(r"^(\d{3}\.\d{1,3}(?:\.\d{1,3})?)")
 _LIBCUDA = re.compile(r"^(?P<dir>/\S*/compat)/libcuda\.so\.(?P<version>\d{3}\.\d+(?:\.\d+)?)\s*$")
-_COMPAT_DIR = re.compile(r"(/[^\s:=>]*/compat)(?=/|\s|:|$)")
+# A run of path characters: the longest ".../compat" directory in it is read by _compat_dir, as a
+# regex search from every "/" of the run would be quadratic in its length.
+_PATH_RUN = re.compile(r"[^\s:=>]+")
 
 COMPAT_COMMAND = r"""PATH=$PATH:/sbin:/usr/sbin
 echo '### gpuprov:packages'
@@ -77,11 +79,32 @@ def parse_compat_probe(text: str) -> HostFacts:
         else:
             facts.compat.append(package)
     if "library-path" in parts:
-        on_path = set(_COMPAT_DIR.findall(parts["library-path"]))
+        on_path = _compat_dirs(parts["library-path"])
         any_on_path = bool(on_path)
         for lib in facts.compat:
             lib.on_library_path = lib.path in on_path if lib.path else any_on_path
     return facts
+
+
+def _compat_dirs(text: str) -> set[str]:
+    """Every "/.../compat" directory in `text`: from a run's first "/" to its last "/compat" that
+    ends the run (before a blank, ":" or the end) or is followed by "/"."""
+    found = set()
+    for run in _PATH_RUN.finditer(text):
+        path = run.group()
+        start = path.find("/")
+        if start == -1:
+            continue
+        after = text[run.end() : run.end() + 1]
+        ends_run = after in ("", ":") or after.isspace()
+        end = path.rfind("/compat")
+        while end > start:
+            stop = end + len("/compat")
+            if path[stop : stop + 1] == "/" or (stop == len(path) and ends_run):
+                found.add(path[start:stop])
+                break
+            end = path.rfind("/compat", start, end)
+    return found
 
 
 def detect_compat_packages(text: str) -> bool:

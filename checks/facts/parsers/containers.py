@@ -13,15 +13,15 @@ from checks.facts.probe import Probe
 
 _DAEMON_ERROR = re.compile(
     r"^(?:ERROR: )?((?:Cannot connect to the Docker daemon|permission denied while trying to"
-    r" connect to the Docker daemon|error during connect)[^\n]*?)\s*$",
+    r" connect to the Docker daemon|error during connect)[^\n]*)$",
     re.MULTILINE,
 )
 _PODMAN = re.compile(r"^podman version (\S+)\s*$", re.MULTILINE)
 _CTK = re.compile(r"^NVIDIA Container Toolkit CLI version (\S+)", re.MULTILINE)
-_CLI_VERSION = re.compile(r"^(?:cli-)?version: (\d+\.\d+\S*)\s*$", re.MULTILINE)
+_CLI_VERSION = re.compile(r"^(?:cli-)?version: (\d+\.(?=\d)\S+)\s*$", re.MULTILINE)
 _CLI_INFO = re.compile(r"^(NVRM version|CUDA version|Device Index|Model|Brand|GPU UUID|Bus Location"
-                       r"|Architecture):\s*(.*?)\s*$", re.MULTILINE)  # fmt: skip
-_HOOK = re.compile(r"^runtime-hook: (\S.*?)\s*$", re.MULTILINE)
+                       r"|Architecture):\s*(.*)$", re.MULTILINE)  # fmt: skip
+_HOOK = re.compile(r"^runtime-hook: (\S.*)$", re.MULTILINE)
 _CDI_FILE = re.compile(r"^(/\S+\.(?:ya?ml|json))\s*$", re.MULTILINE)
 _NULLS = ("", "(null)", "N/A")
 
@@ -73,7 +73,7 @@ def parse_docker_info_text(text: str) -> HostFacts:
         docker.rootless = False
     error = _DAEMON_ERROR.search(text)
     if error is not None and docker.server_version is None:
-        docker.server_error = error.group(1)
+        docker.server_error = error.group(1).rstrip()
     if docker != Docker():
         facts.containers.docker = docker
     return facts
@@ -137,7 +137,7 @@ def parse_docker_info_json(text: str) -> HostFacts:
         docker.server_error = errors[0]
     elif docker.server_version is None:
         error = _DAEMON_ERROR.search(text)
-        docker.server_error = error.group(1) if error is not None else None
+        docker.server_error = error.group(1).rstrip() if error is not None else None
     if docker != Docker():
         facts.containers.docker = docker
     return facts
@@ -199,7 +199,8 @@ def parse_container_cli_info(text: str) -> HostFacts:
     """`nvidia-container-cli info`: the driver (NVRM, CUDA) and one block per device."""
     facts = HostFacts()
     gpu: Gpu | None = None
-    for key, raw in _CLI_INFO.findall(text):
+    for key, found in _CLI_INFO.findall(text):
+        raw = found.rstrip()
         value = raw if raw not in _NULLS else None
         if key == "NVRM version":
             facts.driver.version = facts.driver.version or value
@@ -240,7 +241,7 @@ def parse_toolkit_probe(text: str) -> HostFacts:
         elif kind == "hook":
             hook = _HOOK.search(body)
             if hook is not None:
-                facts.containers.runtime_hook = hook.group(1) != "none"
+                facts.containers.runtime_hook = hook.group(1).rstrip() != "none"
         elif kind == "cdi":
             facts.containers.cdi_specs = _CDI_FILE.findall(body)
     return facts

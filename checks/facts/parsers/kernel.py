@@ -15,10 +15,14 @@ _NVRM = re.compile(
     r"NVRM(?: version:|: loading) NVIDIA UNIX (?P<kind>Open Kernel Module for \S+|.*?Kernel Module)"
     r"\s+(?P<version>\d{2,4}\.\d{1,3}(?:\.\d{1,3})?)\b"
 )
+# The banner is about 120 characters; a longer line is not one, and skipping it keeps the lazy
+# ".*?Kernel Module" from rescanning a long line once per "NVRM" in it.
+_NVRM_LINE_MAX = 1024
 _PROC_MODULE = re.compile(r"^(\w+) \d+ \d+ \S+ (?:Live|Loading|Unloading)\b", re.MULTILINE)
 _LSMOD_HEADER = re.compile(r"^Module\s+Size\s+Used by\s*$", re.MULTILINE)
 _LSMOD_LINE = re.compile(r"^(\w+)\s+\d+\s+\d+(?:\s+\S+)?\s*$")
-_MODINFO = re.compile(r"^(license|signer|version|filename):[ \t]*(.*?)\s*$", re.MULTILINE)
+# Values run to the end of the line and are stripped after ("(.*?)\s*$" is quadratic).
+_MODINFO = re.compile(r"^(license|signer|version|filename):[ \t]*(.*)$", re.MULTILINE)
 _SB_STATE = re.compile(r"^SecureBoot (enabled|disabled)\b", re.MULTILINE)
 _SB_EFIVAR = re.compile(r"^SecureBoot efivar: (\d+)\s*$", re.MULTILINE)
 _PERSISTENCED = re.compile(r"^nvidia-persistenced: (running|not running)\b", re.MULTILINE)
@@ -59,10 +63,20 @@ exit 0
 """
 
 
+def _nvrm(text: str) -> re.Match[str] | None:
+    """The first NVRM banner line of a sane length."""
+    for line in text.split("\n"):
+        if "NVRM" in line and len(line) <= _NVRM_LINE_MAX:
+            match = _NVRM.search(line)
+            if match is not None:
+                return match
+    return None
+
+
 def parse_proc_version(text: str) -> HostFacts:
     """/proc/driver/nvidia/version (or dmesg's NVRM loading line): module version and flavour."""
     facts = HostFacts()
-    match = _NVRM.search(text)
+    match = _nvrm(text)
     if match is not None:
         facts.driver.kernel_module_version = match.group("version")
         open_module = match.group("kind").startswith("Open")
@@ -91,7 +105,7 @@ def parse_modinfo(text: str) -> HostFacts:
     facts = HostFacts()
     fields: dict[str, str] = {}
     for key, value in _MODINFO.findall(text):
-        fields.setdefault(key, value)
+        fields.setdefault(key, value.rstrip())
     if any(value.startswith("modinfo:") for value in fields.values()):
         return facts  # "modinfo: ERROR: Module nvidia not found."
     modules = facts.modules
@@ -141,7 +155,7 @@ def parse_module_probe(text: str) -> HostFacts:
 
 
 def detect_proc_version(text: str) -> bool:
-    return _NVRM.search(text) is not None
+    return _nvrm(text) is not None
 
 
 def detect_modules(text: str) -> bool:

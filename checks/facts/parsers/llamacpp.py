@@ -9,7 +9,7 @@ from checks.facts.parsers import Format, sections
 from checks.facts.probe import Probe
 
 _DEVICE = re.compile(
-    r"^\s*Device (\d{1,4}): ([^\n]+?), compute capability (\d+\.\d+)(?:, VMM: (yes|no))?",
+    r"^[^\S\n]*Device (\d{1,4}): ([^\n]+?), compute capability (\d+\.\d+)(?:, VMM: (yes|no))?",
     re.MULTILINE,
 )
 _CUDA_INIT = re.compile(r"^ggml_cuda_init: ", re.MULTILINE)
@@ -22,7 +22,7 @@ _RELEASE = re.compile(
 )
 _CACHE = re.compile(
     r"^(CMAKE_CUDA_ARCHITECTURES|GGML_CUDA|GGML_CUBLAS|LLAMA_CUDA|LLAMA_CUBLAS"
-    r"|GGML_CUDA_COMPRESSION_MODE):[A-Z]+=([^\n]*?)\s*$",
+    r"|GGML_CUDA_COMPRESSION_MODE):[A-Z]+=([^\n]*)$",
     re.MULTILINE,
 )
 _COMPILER_VERSION = re.compile(r'^set\(CMAKE_CUDA_COMPILER_VERSION "([^"]+)"\)', re.MULTILINE)
@@ -96,7 +96,7 @@ def _build(text: str) -> LlamaCppBuild:
     if info is not None:
         _system_info(build, info.group(1))
     for key, value in _CACHE.findall(text):
-        _cache(build, key, value)
+        _cache(build, key, value.rstrip())
     compiler = _COMPILER_VERSION.search(text)
     build.cuda_compiler_version = compiler.group(1) if compiler else None
     return build

@@ -9,8 +9,10 @@ from checks.facts.parsers import Format, sections
 from checks.facts.probe import Probe
 
 _RELEASE = re.compile(r"Cuda compilation tools, release (\d+\.\d+), V(\d+\.\d+(?:\.\d+)?)")
-_ARCH = re.compile(r"^\s*(compute_\d+[a-z]?)\s*$", re.MULTILINE)
-_UPDATE = re.compile(r'"cuda"\s*:\s*\{[^}]*?"version"\s*:\s*"(\d+\.\d+\.\d+)"')
+# [^\S\n]: leading blanks of this line only; "^\s*" would rescan every following blank line.
+_ARCH = re.compile(r"^[^\S\n]*(compute_\d+[a-z]?)\s*$", re.MULTILINE)
+# [^{}]: each "cuda" object is scanned up to its own braces, never to the end of the text.
+_UPDATE = re.compile(r'"cuda"\s*:\s*\{[^{}]*?"version"\s*:\s*"(\d+\.\d+\.\d+)"')
 _CUDA_ROOT = re.compile(r"^(/.+)/bin/nvcc$")
 
 # One section per nvcc, deduplicated by resolved path: `PATH`, the toolkit directories, and pip's

@@ -20,7 +20,8 @@ from checks.facts.probe import Probe
 
 _QUOTE = re.compile(r"^[ \t]*(?:>[ \t]?)+")
 _BUS_ID = re.compile(r"\b((?:[0-9A-Fa-f]{4,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\b")
-_VERSION = re.compile(r"\d+(?:\.\d+)+")
+# (?<!\d): a search never restarts inside a run of digits, which would make it quadratic.
+_VERSION = re.compile(r"(?<!\d)\d+(?:\.\d+)+")
 _UNKNOWN = {
     "",
     "n/a",
@@ -132,18 +133,42 @@ _TABLE_HEADER = re.compile(
     r"NVIDIA-SMI\s+(?P<smi>\S+)\s+(?:Driver|KMD) Version:\s*(?P<driver>[\w.-]+)"
     r"(?:\s+CUDA(?: UMD)? Version:\s*(?P<cuda>[\w.-]+))?"
 )
-_TABLE_GPU = re.compile(
-    r"^\|\s*(?P<index>\d+)\s+(?P<name>.*?)\s+(?P<pm>On|Off|WDDM|TCC|MCDM|N/A)\s*\|"
-    r"\s*(?P<bus>(?:[0-9A-Fa-f]{4,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s+\S+\s*\|"
-)
-_TABLE_MEMORY = re.compile(r"(\d+)\s*MiB\s*/\s*(\d+)\s*MiB")
+_TABLE_PM = ("On", "Off", "WDDM", "TCC", "MCDM", "N/A")
+_TABLE_BUS = re.compile(r"(?:[0-9A-Fa-f]{4,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]")
+_TABLE_MEMORY = re.compile(r"(?<!\d)(\d+)\s*MiB\s*/\s*(\d+)\s*MiB")
 _TABLE_MIG = re.compile(r"^\|[\s|]*\|\s*(Enabled|Disabled|N/A)\s*\|\s*$")
-_TABLE_TITLE = re.compile(r"NVIDIA-SMI\s+\d+\.\d+.*Version:|^\|\s*GPU\s+Name\s+.*Bus-Id", re.M)
+_TABLE_SMI = re.compile(r"NVIDIA-SMI\s+\d+\.\d+")
+_TABLE_COLUMNS = re.compile(r"^\|\s*GPU\s+Name\s+.*Bus-Id", re.M)
+
+
+def _table_row(line: str) -> tuple[int, str, str, str] | None:
+    """(index, name, persistence mode, bus id) of a GPU row: "| 0  NAME  On | BUS  Off |".
+
+    Read cell by cell: a pattern with the name between two runs of spaces backtracks cubically
+    on a long row that almost matches.
+    """
+    cells = line.strip().split("|", 3)
+    if len(cells) < 4 or cells[0]:
+        return None
+    first = cells[1].split()
+    second = cells[2].split()
+    if len(first) < 2 or not first[0].isdecimal() or first[-1] not in _TABLE_PM:
+        return None
+    if len(second) != 2 or not _TABLE_BUS.fullmatch(second[0]):
+        return None
+    between = cells[1].strip()[len(first[0]) : -len(first[-1])]
+    if len(between) < 2:
+        return None  # "0 On": no name between the blanks around it
+    return int(first[0]), between.strip(), first[-1], second[0]
 
 
 def _table_name(raw: str) -> str | None:
-    name = re.sub(r"\s*(?:\.\.\.|…)\s*$", "", raw).strip()
-    return name or None
+    name = raw.rstrip()
+    for ellipsis in ("...", "…"):
+        if name.endswith(ellipsis):
+            name = name[: -len(ellipsis)]
+            break
+    return name.strip() or None
 
 
 @_safe
@@ -159,13 +184,14 @@ def parse_table(text: str) -> HostFacts:
             facts.driver.version = facts.driver.version or _version(header.group("driver"))
             facts.driver.cuda_version = facts.driver.cuda_version or _version(header.group("cuda"))
             continue
-        row = _TABLE_GPU.match(line.strip())
+        row = _table_row(line)
         if row is not None:
+            index, name, pm, bus = row
             current = Gpu(
-                index=int(row.group("index")),
-                name=_table_name(row.group("name")),
-                pci_bus_id=row.group("bus"),
-                persistence_mode=_mode(row.group("pm")),
+                index=index,
+                name=_table_name(name),
+                pci_bus_id=bus,
+                persistence_mode=_mode(pm),
             )
             facts.gpus.append(current)
             continue
@@ -212,11 +238,33 @@ _ALIASES = {
 _GPU_FIELDS = {"index", "name", "pci.bus_id", "uuid", "serial", "compute_cap", "memory.total"}
 _FIELD = re.compile(r"^[a-z_][\w.]*$", re.I)
 _QUERY_GPU = re.compile(r"--query-gpu=([\w.,]+)")
-_OTHER_QUERY = re.compile(r"--query-(?!gpu)[\w-]+=")
+# A whole run of [\w-] before "=": starting only where a run starts keeps the search linear.
+_OPTION_RUN = re.compile(r"(?<![\w-])([\w-]+)=")
+
+
+def _other_query(line: str) -> bool:
+    """Whether `line` holds another query option ("--query-compute-apps=pid,...")."""
+    for run in _OPTION_RUN.findall(line):
+        start = run.find("--query-")
+        while start != -1:
+            after = start + len("--query-")
+            if after < len(run) and not run.startswith("gpu", after):
+                return True
+            start = run.find("--query-", start + 1)
+    return False
+
+
+def _drop_unit(header: str) -> str:
+    """A CSV header without its trailing "[unit]": "memory.total [MiB]" -> "memory.total"."""
+    text = header.strip()
+    if not text.endswith("]"):
+        return text
+    opening = text.find("[", text.rfind("]", 0, len(text) - 1) + 1)
+    return text[:opening].rstrip() if opening != -1 else text
 
 
 def _field(header: str) -> str:
-    name = re.sub(r"\s*\[[^\]]*\]\s*$", "", header.strip()).lower()
+    name = _drop_unit(header).lower()
     return _ALIASES.get(name, name)
 
 
@@ -224,7 +272,7 @@ def _csv_header(line: str) -> list[str] | None:
     """The field names if `line` is a --query-gpu CSV header, else None."""
     if "," not in line:
         return None
-    raw = [re.sub(r"\s*\[[^\]]*\]\s*$", "", part.strip()) for part in line.split(",")]
+    raw = [_drop_unit(part) for part in line.split(",")]
     if not all(_FIELD.match(part) for part in raw):
         return None
     fields = [_field(part) for part in raw]
@@ -276,7 +324,7 @@ def parse_query_csv(text: str) -> HostFacts:
         if command is not None:
             fields = [_field(f) for f in command.group(1).split(",") if f]
             continue
-        if _OTHER_QUERY.search(stripped):
+        if _other_query(stripped):
             fields = None
             continue
         header = _csv_header(stripped)
@@ -305,10 +353,27 @@ def parse_query_csv(text: str) -> HostFacts:
 
 # --- nvidia-smi -q -------------------------------------------------------------------------------
 
-_Q_LINE = re.compile(r"^(?P<indent>\s*)(?P<key>[^:]+?)\s*(?::\s*(?P<value>.*))?$")
 _Q_GPU = re.compile(
     r"^GPU\s+((?:[0-9A-Fa-f]{4,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$"
 )
+
+
+def _q_line(line: str) -> tuple[str, str, str | None] | None:
+    """(indent, key, value) of a "  key : value" line; value is None without a colon.
+
+    Read with str methods: "(key)\\s*(: value)?$" is quadratic in a long run of spaces.
+    """
+    rest = line.lstrip()
+    indent = line[: len(line) - len(rest)]
+    colon = rest.find(":")
+    if colon == 0 or not rest:
+        if not indent:
+            return None
+        # The key takes the indent's last character, as a regex's backtracking would.
+        return indent[:-1], indent[-1], rest[1:].lstrip() if rest else None
+    if colon == -1:
+        return indent, rest.rstrip(), None
+    return indent, rest[:colon].rstrip(), rest[colon + 1 :].lstrip()
 
 
 def _q_entries(text: str) -> Iterator[tuple[tuple[str, ...], str | None]]:
@@ -318,12 +383,12 @@ def _q_entries(text: str) -> Iterator[tuple[tuple[str, ...], str | None]]:
         if not line.strip() or line.strip().startswith("="):
             continue
         gpu = _Q_GPU.match(line.strip())
-        match = _Q_LINE.match(line)
-        if match is None:
+        entry = _q_line(line)
+        if entry is None:
             continue
-        indent = len(match.group("indent").expandtabs(4))
-        key = gpu.group(0) if gpu else match.group("key").strip()
-        value = None if gpu else match.group("value")
+        indent = len(entry[0].expandtabs(4))
+        key = gpu.group(0) if gpu else entry[1].strip()
+        value = None if gpu else entry[2]
         while stack and stack[-1][0] >= indent:
             stack.pop()
         path = (*(name for _, name in stack), key)
@@ -386,7 +451,7 @@ def parse_query_text(text: str) -> HostFacts:
 
 # --- nvidia-smi -q -x ----------------------------------------------------------------------------
 
-_XML_START = re.compile(r"<\?xml[^>]*>|<!DOCTYPE nvidia_smi_log|<nvidia_smi_log\b")
+_XML_START = re.compile(r"<\?xml[^<>]*>|<!DOCTYPE nvidia_smi_log|<nvidia_smi_log\b")
 
 
 def _xml_gpu(element: ET.Element) -> Gpu:
@@ -479,7 +544,23 @@ def parse_xml(text: str) -> HostFacts:
 
 # --- nvidia-smi -L -------------------------------------------------------------------------------
 
-_LIST_GPU = re.compile(r"(?:^|\s)GPU (\d+): (.+?) \(UUID: (GPU-[0-9A-Fa-f-]+)\)")
+_LIST_HEAD = re.compile(r"(?:^|\s)GPU (\d+): ")
+_LIST_UUID = re.compile(r" \(UUID: (GPU-[0-9A-Fa-f-]+)\)")
+
+
+def _list_gpu(line: str) -> tuple[str, str, str] | None:
+    """(index, name, uuid) of a "GPU n: NAME (UUID: GPU-...)" line.
+
+    The name runs to the first UUID after the first "GPU n: ": one regex with a lazy name in
+    between rescans the line from every "GPU n: " in it.
+    """
+    head = _LIST_HEAD.search(line)
+    if head is None:
+        return None
+    uuid = _LIST_UUID.search(line, head.end() + 1)
+    if uuid is None:
+        return None
+    return head.group(1), line[head.end() : uuid.start()], uuid.group(1)
 
 
 @_safe
@@ -487,19 +568,17 @@ def parse_list(text: str) -> HostFacts:
     """`nvidia-smi -L`: one Gpu per "GPU n: NAME (UUID: GPU-...)" line; MIG lines are skipped."""
     facts = HostFacts()
     for line in _lines(text):
-        match = _LIST_GPU.search(line)
+        match = _list_gpu(line)
         if match is None or line.lstrip().startswith("MIG"):
             continue
-        facts.gpus.append(
-            Gpu(index=int(match.group(1)), name=match.group(2).strip(), uuid=match.group(3))
-        )
+        facts.gpus.append(Gpu(index=int(match[0]), name=match[1].strip(), uuid=match[2]))
     return facts
 
 
 # --- nvidia-smi --version ------------------------------------------------------------------------
 
 _VERSION_LINE = re.compile(
-    r"^\s*(NVIDIA-SMI|NVML|DRIVER|KMD|CUDA UMD|CUDA) version\s*:\s*(.*)$", re.I | re.M
+    r"^[^\S\n]*(NVIDIA-SMI|NVML|DRIVER|KMD|CUDA UMD|CUDA) version\s*:\s*(.*)$", re.I | re.M
 )
 
 
@@ -538,7 +617,7 @@ def parse_errors(text: str) -> HostFacts:
     body = "\n".join(_lines(text))
     if "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver" in body:
         facts.driver.smi_error = SMI_NO_DRIVER
-    elif re.search(r"^\s*No devices were found\s*$", body, re.M):
+    elif re.search(r"^[^\S\n]*No devices were found\s*$", body, re.M):
         facts.driver.smi_error = SMI_NO_DEVICES
     elif _SMI_MISMATCH in body:
         facts.driver.smi_error = _SMI_MISMATCH
@@ -560,7 +639,16 @@ def parse_errors(text: str) -> HostFacts:
 
 
 def _detect_table(text: str) -> bool:
-    return bool(_TABLE_TITLE.search(text))
+    """The title line ("NVIDIA-SMI 550.54  Driver Version: ...") or the column header line."""
+    eol = last = -1  # the end of the line last looked at, and its last "Version:"
+    for title in _TABLE_SMI.finditer(text):
+        if title.end() > eol:  # each line is searched for "Version:" once
+            eol = text.find("\n", title.end())
+            eol = len(text) if eol == -1 else eol
+            last = text.rfind("Version:", title.end(), eol)
+        if last >= title.end():
+            return True
+    return _TABLE_COLUMNS.search(text) is not None
 
 
 _PROSE_VERSIONS = re.compile(
@@ -592,7 +680,8 @@ def _detect_csv(text: str) -> bool:
 
 def _detect_query_text(text: str) -> bool:
     return "NVSMI LOG" in text or bool(
-        re.search(r"^\s*Product Name\s+:", text, re.M) and re.search(r"^GPU [0-9A-F]", text, re.M)
+        re.search(r"^[^\S\n]*Product Name\s+:", text, re.M)
+        and re.search(r"^GPU [0-9A-F]", text, re.M)
     )
 
 
@@ -601,11 +690,11 @@ def _detect_xml(text: str) -> bool:
 
 
 def _detect_list(text: str) -> bool:
-    return bool(_LIST_GPU.search(text))
+    return any(_list_gpu(line) is not None for line in text.split("\n"))
 
 
 def _detect_version(text: str) -> bool:
-    return bool(re.search(r"^\s*NVIDIA-SMI version\s*:", text, re.I | re.M))
+    return bool(re.search(r"^[^\S\n]*NVIDIA-SMI version\s*:", text, re.I | re.M))
 
 
 def _detect_errors(text: str) -> bool:

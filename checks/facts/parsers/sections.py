@@ -12,7 +12,9 @@ from dataclasses import dataclass
 
 from checks.facts.model import HostFacts, merge
 
-_MARKER = re.compile(r"^### gpuprov:(\S+)(?:[ \t]+(\S.*?))?[ \t]*$", re.MULTILINE)
+# The argument runs to the end of the line and loses its trailing blanks after: a lazy argument
+# before "[ \t]*$" is quadratic in a long run of blanks.
+_MARKER = re.compile(r"^### gpuprov:(\S+)(?:[ \t]+(\S.*))?[ \t]*$", re.MULTILINE)
 
 # Site-packages directories of the Python installs a user is likely to run, found by globbing so
 # that no interpreter starts (a pyenv shim alone costs a tenth of a second).
@@ -40,7 +42,9 @@ def split(text: str) -> list[Section]:
     out = []
     for i, marker in enumerate(markers):
         end = markers[i + 1].start() if i + 1 < len(markers) else len(text)
-        out.append(Section(marker.group(1), marker.group(2), text[marker.end() : end]))
+        argument = marker.group(2)
+        argument = argument.rstrip(" \t") if argument is not None else None
+        out.append(Section(marker.group(1), argument, text[marker.end() : end]))
     return out
 
 

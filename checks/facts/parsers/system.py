@@ -8,11 +8,13 @@ from checks.facts.model import HostFacts
 from checks.facts.parsers import Format, sections
 from checks.facts.probe import Probe
 
-_OS_RELEASE = re.compile(r"^([A-Z][A-Z0-9_]*)=(.*?)\s*$", re.MULTILINE)
+# The value runs to the end of the line and is stripped after: "(.*?)\s*$" is quadratic in a run
+# of trailing spaces.
+_OS_RELEASE = re.compile(r"^([A-Z][A-Z0-9_]*)=(.*)$", re.MULTILINE)
 _UNAME_LABELLED = re.compile(r"^(hostname|kernel|machine): (\S+)\s*$", re.MULTILINE)
 # `uname -a`: "Linux vm 6.18.44-fc-v769 #1 SMP PREEMPT_DYNAMIC @0 x86_64 GNU/Linux".
 _UNAME_A = re.compile(
-    r"^Linux (?P<host>\S+) (?P<release>\d+\.\d+\S*) #.* (?P<machine>\S+) GNU/Linux\s*$",
+    r"^Linux (?P<host>\S+) (?P<release>\d+\.(?=\d)\S+) #.* (?P<machine>\S+) GNU/Linux\s*$",
     re.MULTILINE,
 )
 # "ldd (Debian GLIBC 2.36-9+deb12u14) 2.36", "ldd (GNU libc) 2.39", getconf's "glibc 2.36".
@@ -35,7 +37,7 @@ def parse_os_release(text: str) -> HostFacts:
     facts = HostFacts()
     values: dict[str, str] = {}
     for key, raw in _OS_RELEASE.findall(text):
-        values.setdefault(key, _unquote(raw))
+        values.setdefault(key, _unquote(raw.rstrip()))
     facts.system.os_id = values.get("ID") or None
     facts.system.os_version = values.get("VERSION_ID") or None
     facts.system.os_pretty = values.get("PRETTY_NAME") or None

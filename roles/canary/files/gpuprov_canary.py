@@ -2,10 +2,16 @@
 """gpuprov canary: send a real 1-token completion to each server; restart a unit after N
 consecutive failures. Run by gpuprov-canary.timer; logs go to the journal (stdout).
 
-Config: one server per line, tab-separated: unit, base URL, model name, EnvironmentFile path and
+Config: one server per line, tab-separated: unit, base URL, model name, EnvironmentFile path,
 kind: "llama" (llama.cpp's /completion), "openai" (vLLM's /v1/completions) or "balancer" (the same
-through the load balancer: logged, never restarted, since a restart cannot mend its backends).
-A line without a kind is "llama".
+through the load balancer: logged, never restarted, since a restart cannot mend its backends),
+and start-up seconds. A line without a kind is "llama"; without start-up seconds, 0.
+
+A server is loading, not failing, while it says so (llama.cpp: 503 "Loading model" on /health)
+or does not answer yet (vLLM refuses connections until its model is loaded), for up to its
+start-up seconds after the unit became active (ActiveEnterTimestampMonotonic); past them the
+same answers are failures. Each request has a hard deadline (--timeout), however slowly the
+server sends.
 
 Only an active unit is probed. A unit systemd is restarting (activating after an automatic
 restart) or has given up on (failed) is FAILING: its state, restart count, last exit and last
@@ -19,6 +25,8 @@ import argparse
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -27,10 +35,19 @@ import requests
 
 # What `systemctl show` is asked for; ExecMainCode says how ExecMainStatus reads (1: exit status,
 # 2: killed by that signal, 3: dumped core on it), as the kernel's si_code does.
-PROPERTIES = ("NRestarts", "ActiveState", "SubState", "ExecMainStatus", "ExecMainCode", "Result")
+PROPERTIES = (
+    "NRestarts",
+    "ActiveState",
+    "SubState",
+    "ExecMainStatus",
+    "ExecMainCode",
+    "Result",
+    "ActiveEnterTimestampMonotonic",
+)
 SHOW_TIMEOUT = 15  # seconds, for systemctl show and journalctl
 RESTART_TIMEOUT = 120  # seconds: a unit's stop (vLLM: TimeoutStopSec=60), then its start
 JOURNAL_LINES = 10
+GRACE = 1.0  # seconds past a probe's timeout before its request is given up on
 
 
 def log(message: str) -> None:
@@ -53,15 +70,42 @@ def read_key(env_file: str, name: str = "LLAMA_API_KEY") -> str:
     return ""
 
 
+class Deadline(requests.Timeout):
+    """No whole reply within the deadline (requests' own timeout bounds each read only)."""
+
+
+def fetch(method: str, url: str, timeout: float, **kwargs: Any) -> requests.Response:
+    """A request and its whole body within `timeout` (+GRACE) seconds, or Deadline; in a daemon
+    thread, so a server that trickles bytes holds only the thread, until the canary exits."""
+    done: list[requests.Response | BaseException] = []
+
+    def go() -> None:
+        try:
+            reply = requests.request(method, url, timeout=timeout, **kwargs)
+            reply.content  # noqa: B018 (the body, read here)
+            done.append(reply)
+        except BaseException as exc:  # handed to the caller
+            done.append(exc)
+
+    thread = threading.Thread(target=go, daemon=True)
+    thread.start()
+    thread.join(timeout + GRACE)
+    if not done:
+        raise Deadline(f"no whole reply within {timeout + GRACE:g}s")
+    if isinstance(done[0], BaseException):
+        raise done[0]
+    return done[0]
+
+
 def probe(url: str, alias: str, key: str, timeout: float) -> tuple[str, str]:
     """('ok'|'loading'|'fail', detail) for one server."""
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     try:
-        health = requests.get(f"{url}/health", headers=headers, timeout=timeout)
+        health = fetch("GET", f"{url}/health", timeout, headers=headers)
         if health.status_code == 503 and "loading" in health.text.lower():
             return "loading", "model still loading"
         body = {"model": alias, "prompt": "Hi", "n_predict": 1, "cache_prompt": False}
-        reply = requests.post(f"{url}/completion", json=body, headers=headers, timeout=timeout)
+        reply = fetch("POST", f"{url}/completion", timeout, json=body, headers=headers)
     except (requests.RequestException, ValueError) as exc:  # ValueError: a key latin-1 can't send
         return "fail", type(exc).__name__
     return _completed(reply, lambda body: body["content"])
@@ -71,11 +115,11 @@ def probe_openai(url: str, model: str, key: str, timeout: float) -> tuple[str, s
     """The same through the OpenAI-compatible API (vLLM, or a balancer in front of it)."""
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     try:
-        health = requests.get(f"{url}/health", headers=headers, timeout=timeout)
+        health = fetch("GET", f"{url}/health", timeout, headers=headers)
         if health.status_code != 200:
             return "fail", f"/health: HTTP {health.status_code}"
         body = {"model": model, "prompt": "Hi", "max_tokens": 1}
-        reply = requests.post(f"{url}/v1/completions", json=body, headers=headers, timeout=timeout)
+        reply = fetch("POST", f"{url}/v1/completions", timeout, json=body, headers=headers)
     except (requests.RequestException, ValueError) as exc:
         return "fail", type(exc).__name__
     return _completed(reply, lambda body: body["choices"][0]["text"])
@@ -118,6 +162,11 @@ class UnitState(NamedTuple):
     status: int | None = None  # ExecMainStatus
     code: int | None = None  # ExecMainCode
     result: str = ""  # Result: success, exit-code, signal, core-dump, timeout, ...
+    since: int | None = None  # ActiveEnterTimestampMonotonic: µs on CLOCK_MONOTONIC, 0 never
+
+    def active_for(self, now: float) -> float | None:
+        """Seconds since the unit last became active (`now`: time.monotonic()), if known."""
+        return now - self.since / 1e6 if self.since else None
 
     @property
     def verdict(self) -> str:
@@ -174,9 +223,9 @@ def parse_show(text: str) -> UnitState:
         if sep and key in PROPERTIES:
             values[key] = value.strip()
 
-    def number(key: str) -> int | None:
+    def number(key: str, digits: int = 9) -> int | None:
         value = values.get(key, "")
-        return int(value) if value.isdigit() and len(value) < 10 else None
+        return int(value) if value.isdigit() and value.isascii() and len(value) <= digits else None
 
     return UnitState(
         active=values.get("ActiveState", ""),
@@ -185,6 +234,7 @@ def parse_show(text: str) -> UnitState:
         status=number("ExecMainStatus"),
         code=number("ExecMainCode"),
         result=values.get("Result", ""),
+        since=number("ActiveEnterTimestampMonotonic", 19),
     )
 
 
@@ -205,7 +255,52 @@ def journal(journalctl: str, unit: str, lines: int, secret: str) -> list[str]:
     return found or [f"(no lines: {problem})" if problem else "(no lines)"]
 
 
-def main(argv: list[str] | None = None) -> int:
+def read_count(counter: Path) -> int:
+    """Failures in a row so far: 0 when none are recorded, or the file is not a count."""
+    try:
+        text = counter.read_text(errors="replace").strip()
+    except OSError:
+        return 0
+    return int(text) if text.isdigit() and text.isascii() and len(text) < 6 else 0
+
+
+def targets(text: str) -> list[tuple[str, str, str, str, str, float]]:
+    """The config's lines: (unit, url, model, env_file, kind, start-up seconds); others skipped."""
+    found = []
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        fields = line.split("\t")
+        if len(fields) < 4:
+            log(f"config line not understood, skipped: {line[:80]!r}")
+            continue
+        unit, url, alias, env_file, *rest = fields
+        kind = rest[0] if rest and rest[0] else "llama"
+        try:
+            startup = max(0.0, float(rest[1])) if len(rest) > 1 else 0.0
+        except ValueError:
+            startup = 0.0
+        found.append((unit, url, alias, env_file, kind, startup))
+    return found
+
+
+# A server not ready yet refuses the connection or says so (vLLM listens only once loaded);
+# one that accepts and then never answers in time is hung, start-up or not.
+NOT_READY = ("ConnectionError", "/health: HTTP 503")
+
+
+def loading(result: str, detail: str, active_for: float | None, startup: float) -> str:
+    """Why a failed or loading probe is a server still starting ('' when it is a failure)."""
+    if result == "loading" and (active_for is None or not startup):
+        return detail  # no bound known: it says it loads
+    if active_for is None or active_for > startup or result not in ("fail", "loading"):
+        return ""
+    if result == "fail" and detail not in NOT_READY:
+        return ""
+    return f"{detail}, {active_for:.0f}s into its {startup:g}s start-up"
+
+
+def main(argv: list[str] | None = None, clock: Callable[[], float] = time.monotonic) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--config", required=True)
     parser.add_argument("--state-dir", required=True)
@@ -218,11 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     state = Path(args.state_dir)
     state.mkdir(parents=True, exist_ok=True)
     failed = 0
-    for line in Path(args.config).read_text().splitlines():
-        if not line.strip() or line.startswith("#"):
-            continue
-        unit, url, alias, env_file, *rest = line.split("\t")
-        kind = rest[0] if rest else "llama"
+    for unit, url, alias, env_file, kind, startup in targets(Path(args.config).read_text()):
         counter = state / f"{unit}.failures"
         key = read_key(env_file, "LLAMA_API_KEY" if kind == "llama" else "VLLM_API_KEY")
         unit_now, why = unit_state(args.systemctl, unit)
@@ -248,6 +339,15 @@ def main(argv: list[str] | None = None) -> int:
             result, detail = probe(url, alias, key, args.timeout)
         else:
             result, detail = probe_openai(url, alias, key, args.timeout)
+        if result in ("fail", "loading"):
+            why = loading(result, detail, unit_now.active_for(clock()), startup)
+            if why:
+                counter.unlink(missing_ok=True)
+                log(f"{unit}: loading: {why}")
+                continue
+            if result == "loading":
+                result = "fail"
+                detail = f"{detail} after its {startup:g}s start-up"
         if kind == "balancer" and result == "fail":
             failed += 1
             log(f"{unit}: failed through the balancer at {url} ({detail}); not restarted")
@@ -257,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
             log(f"{unit}: {result}: {detail}")
             continue
         failed += 1
-        count = int(counter.read_text() or 0) + 1 if counter.exists() else 1
+        count = read_count(counter) + 1
         if count < args.failures:
             counter.write_text(str(count))
             log(f"{unit}: failed ({detail}), {count} of {args.failures} before a restart")
