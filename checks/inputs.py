@@ -10,12 +10,14 @@ import io
 import json
 import os
 import stat
+import time
 import typing
 from collections.abc import Iterable
 from typing import Any, BinaryIO
 
 # Deeper than any output gpuprov reads (docker inspect, config.json, a facts file) nests.
 MAX_JSON_DEPTH = 64
+WRITER_WAIT = 2.0  # seconds a FIFO may wait for its writer to open it
 
 
 class InputError(ValueError):
@@ -34,15 +36,7 @@ def open_input(path: str) -> BinaryIO:
         if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
             kind = "a directory" if stat.S_ISDIR(mode) else "a device or socket"
             raise OSError(f"{kind}, not a file")
-        first = b""
-        if stat.S_ISFIFO(mode):
-            try:
-                first = os.read(fd, 1)
-            except BlockingIOError:  # a writer is there, with nothing written yet
-                pass
-            else:
-                if not first:
-                    raise OSError("a pipe with no writer")
+        first = _first_byte(fd) if stat.S_ISFIFO(mode) else b""
         os.set_blocking(fd, True)  # the open no longer waits; reads wait for the writer
         raw = os.fdopen(fd, "rb", buffering=0)
         stream = io.BufferedReader(_Prefixed(first, raw)) if first else io.BufferedReader(raw)
@@ -50,6 +44,22 @@ def open_input(path: str) -> BinaryIO:
     except BaseException:
         os.close(fd)
         raise
+
+
+def _first_byte(fd: int) -> bytes:
+    """The FIFO's first byte (b"" while a writer has written nothing yet); a FIFO with no writer
+    within WRITER_WAIT seconds is refused, so a writer started just after gpuprov still counts."""
+    deadline = time.monotonic() + WRITER_WAIT
+    while True:
+        try:
+            first = os.read(fd, 1)
+        except BlockingIOError:  # a writer is there, with nothing written yet
+            return b""
+        if first:
+            return first
+        if time.monotonic() >= deadline:
+            raise OSError("a pipe with no writer")
+        time.sleep(0.05)
 
 
 class _Prefixed(io.RawIOBase):

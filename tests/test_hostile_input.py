@@ -334,12 +334,12 @@ def test_a_fifo_with_a_writer_is_read(tmp_path: Path) -> None:
         with open(fifo, "w") as handle:  # blocks until gpuprov opens the FIFO
             handle.write(facts_json(driver={"version": "570.124.04"}))
 
-    writer = threading.Thread(target=write)
+    writer = threading.Thread(target=write, daemon=True)  # never holds up the suite
     writer.start()
     try:
         result = run("facts", "--json", "--from", str(fifo))
     finally:
-        writer.join()
+        writer.join(timeout=10)
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["driver"]["version"] == "570.124.04"
 
