@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -330,16 +329,16 @@ def test_a_fifo_with_a_writer_is_read(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
 
-    def write() -> None:
-        with open(fifo, "w") as handle:  # blocks until gpuprov opens the FIFO
-            handle.write(facts_json(driver={"version": "570.124.04"}))
-
-    writer = threading.Thread(target=write, daemon=True)  # never holds up the suite
-    writer.start()
+    data = tmp_path / "facts.json"
+    data.write_text(facts_json(driver={"version": "570.124.04"}))
+    # The writer is another process: its open() blocks until gpuprov opens the FIFO. (A thread
+    # would block this whole process once gevent has patched threading, as pyinfra's CLI does.)
+    writer = subprocess.Popen(["sh", "-c", 'exec cat -- "$1" > "$2"', "sh", str(data), str(fifo)])
     try:
         result = run("facts", "--json", "--from", str(fifo))
     finally:
-        writer.join(timeout=10)
+        writer.kill()
+        writer.wait(timeout=10)
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["driver"]["version"] == "570.124.04"
 
