@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
+import re
+import shlex
 from collections.abc import Generator
 from io import StringIO
 from typing import Any
@@ -17,12 +19,30 @@ from pyinfra.api.operation import operation
 from pyinfra.context import host
 from pyinfra.facts.files import File, FindFiles, Sha1File
 from pyinfra.facts.server import Command
-from pyinfra.operations import files, systemd
+from pyinfra.operations import files, server, systemd
 
 from provision.settings.read import NAME
 
 UNITS = "/etc/systemd/system"
 STAGING = ".upload"  # the 0700 folder secret files are uploaded into, beside them
+
+
+def systemd_version() -> int:
+    """systemd's version on the host (0 if unknown)."""
+    m = re.match(r"systemd (\d+)", host.get_fact(Command, command="systemctl --version") or "")
+    return int(m.group(1)) if m else 0
+
+
+def unit_facts() -> dict[str, Any]:
+    """What the unit templates ask of the host: systemd's version and nvidia-persistenced."""
+    return {"systemd_version": systemd_version(), "nvidia_persistenced": has_persistenced()}
+
+
+def has_failed(unit: str) -> bool:
+    """Whether systemd gave up on `unit` (state failed): it may have hit its start limit, and then
+    refuses to start it ("Start request repeated too quickly") until `systemctl reset-failed`."""
+    command = f"systemctl show -p ActiveState --value {shlex.quote(unit)} 2>/dev/null || true"
+    return (host.get_fact(Command, command=command) or "").strip() == "failed"
 
 
 def has_persistenced() -> bool:
@@ -92,6 +112,15 @@ def converge(
         systemd.daemon_reload(name="Reload systemd units")
     for unit, unit_changed in changed.items():
         restart = unit_changed or restart_all
+        # systemd counts every start against a unit's start limit (systemd < 254) and refuses
+        # one past it ("Start request repeated too quickly"): a restart apply asks for, or the
+        # start of a unit systemd gave up on, begins a fresh count.
+        if restart or has_failed(unit):
+            server.shell(
+                name=f"Reset the start limit of {unit}",
+                # a unit not loaded yet (never started) has no count: nothing to reset
+                commands=[f"systemctl reset-failed {shlex.quote(unit)} 2>/dev/null || true"],
+            )
         systemd.service(
             name=f"{'Restart' if restart else 'Run'} {unit}",
             service=unit,

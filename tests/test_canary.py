@@ -37,19 +37,21 @@ UNIT = "gpuprov-llama-main.service"
 SYSTEMD = FIXTURES / "systemd"
 SHOW = (
     "show -p NRestarts,ActiveState,SubState,ExecMainStatus,ExecMainCode,Result,"
-    f"ActiveEnterTimestampMonotonic {UNIT}"
+    f"ActiveEnterTimestampMonotonic,InactiveEnterTimestampMonotonic {UNIT}"
 )
 JOURNAL = f"-u {UNIT} -n 10 --no-pager -o cat"
 # Both answer with the files the test put beside them; "<name>-hangs" makes one never answer,
 # "<name>-fails" makes one fail the way systemd's tools do without a running systemd, and
-# "restart-fails" (with "restart-hangs": never answers) does that to `systemctl restart` only.
+# "restart-fails" (with "restart-hangs": never answers) does that to `systemctl restart` only,
+# "start-fails" to `systemctl start`.
 STANDIN = """\
 #!/bin/sh
 here=$(dirname "$0")
 name=$(basename "$0")
 printf '%s\\n' "$*" >> "$here/$name.log"
 [ -e "$here/$name-hangs" ] && exec sleep 30
-if [ "$name $1" = "systemctl restart" ] && [ -e "$here/restart-fails" ]; then
+if { [ "$name $1" = "systemctl restart" ] && [ -e "$here/restart-fails" ]; } ||
+    { [ "$name $1" = "systemctl start" ] && [ -e "$here/start-fails" ]; }; then
     [ -e "$here/restart-hangs" ] && exec sleep 30
     echo "Job for $2 failed because the control process exited with error code." >&2
     echo "See \\"systemctl status $2\\" and \\"journalctl -xeu $2\\" for details." >&2
@@ -247,7 +249,7 @@ def test_second_failure_in_a_row_restarts(tmp_path: Path, stub: Stub, canary: Mo
     stub.completion = [(500, "{}")]
     host.run(canary)
     assert host.run(canary) == 1
-    assert host.systemctl_calls == [SHOW, SHOW, f"restart {UNIT}"]
+    assert host.systemctl_calls == [SHOW, SHOW, f"reset-failed {UNIT}", f"restart {UNIT}"]
     assert not host.counter.exists()
 
 
@@ -394,7 +396,60 @@ def test_unit_systemd_restarted_or_gave_up_on_is_failing(
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"{UNIT}: FAILING: {described}; not restarted by the canary"
     journal = (SYSTEMD / "journal" / f"{recorded}.txt").read_text().splitlines()
-    assert out[1:] == [f"{UNIT}: journal: {line}" for line in journal]
+    assert out[1 : 1 + len(journal)] == [f"{UNIT}: journal: {line}" for line in journal]
+    gave_up = [f"{UNIT}: systemd gave up on it; started again after 300s down"]
+    assert out[1 + len(journal) :] == (gave_up if recorded.startswith("failed") else [])
+
+
+def given_up_on(host: Host, canary: ModuleType, seconds: float) -> None:
+    """The unit systemd gave up on (5 starts within its start limit), `seconds` after it failed."""
+    host.unit_state("failed-start-limit-burst")
+    host.journal("failed-start-limit-burst")
+    down = canary.parse_show((host.root / "unit-show").read_text()).down_since
+    host.now = down / 1e6 + seconds
+
+
+def test_unit_systemd_gave_up_on_waits_out_its_cool_down(
+    tmp_path: Path, stub: Stub, canary: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    host = Host(tmp_path, stub)
+    given_up_on(host, canary, 120)
+    assert host.run(canary) == 1
+    assert host.systemctl_calls == [SHOW]
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == (
+        f"{UNIT}: FAILING: failed (failed), 5 automatic restarts, main process exited with"
+        " status 1, result exit-code; not restarted by the canary"
+    )
+    assert out[-1] == f"{UNIT}: systemd gave up on it; started again after 300s down (120s so far)"
+
+
+def test_unit_systemd_gave_up_on_is_started_after_its_cool_down(
+    tmp_path: Path, stub: Stub, canary: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """reset-failed first: systemctl refuses to start a unit past its start limit until then."""
+    host = Host(tmp_path, stub)
+    given_up_on(host, canary, 301)
+    assert host.run(canary) == 1
+    assert host.systemctl_calls == [SHOW, f"reset-failed {UNIT}", f"start {UNIT}"]
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == f"{UNIT}: systemd gave up on it 301s ago: starting {UNIT} again"
+
+
+def test_a_start_that_fails_again_is_said(
+    tmp_path: Path, stub: Stub, canary: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    host = Host(tmp_path, stub)
+    given_up_on(host, canary, 600)
+    (tmp_path / "start-fails").touch()
+    assert host.run(canary) == 1
+    assert host.systemctl_calls == [SHOW, f"reset-failed {UNIT}", f"start {UNIT}"]
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == (
+        f"{UNIT}: start not confirmed (systemctl exited 1: Job for {UNIT} failed because the"
+        f' control process exited with error code. See "systemctl status {UNIT}" and'
+        f' "journalctl -xeu {UNIT}" for details.)'
+    )
 
 
 def test_failing_unit_ends_a_run_of_failures(
@@ -552,6 +607,7 @@ VERDICTS = {
     "crash-loop": "failing",
     "failed": "failing",
     "failed-start-limit": "failing",
+    "failed-start-limit-burst": "failing",
     "killed-in-a-loop": "failing",
     "not-found": "stopped",
     "starting": "busy",

@@ -155,6 +155,7 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("interval str", {"canary_interval": "30"}, "canary_interval"),
     ("timeout", {"canary_timeout": 0}, "canary_timeout"),
     ("failures", {"canary_failures": 101}, "canary_failures"),
+    ("cool-down", {"canary_cool_down": -1}, "canary_cool_down"),
     ("canary on", {"canary_enabled": 1}, "canary_enabled"),
     ("user", {"llama_server_user": "Llama"}, "llama_server_user"),
 ]

@@ -142,10 +142,15 @@ def test_full_profile_argv_as_systemd_reads_it(prefix: Path) -> None:
 @pytest.mark.parametrize(
     ("version", "steps"), [(0, False), (252, False), (253, False), (254, True)]
 )
-def test_restart_steps_only_with_systemd_254(prefix: Path, version: int, steps: bool) -> None:
-    text = unit(host_data(prefix, MINIMAL), systemd_version=version)
-    assert ("RestartSteps=5" in text.splitlines()) is steps
-    assert ("RestartMaxDelaySec=60" in text.splitlines()) is steps
+def test_restarts_are_bounded_on_every_systemd(prefix: Path, version: int, steps: bool) -> None:
+    """A back-off from systemd 254; before it, a start limit the canary recovers from."""
+    lines = unit(host_data(prefix, MINIMAL), systemd_version=version).splitlines()
+    assert ("RestartSteps=5" in lines) is steps
+    assert ("RestartMaxDelaySec=60" in lines) is steps
+    limit = (
+        ["StartLimitIntervalSec=0"] if steps else ["StartLimitIntervalSec=300", "StartLimitBurst=5"]
+    )
+    assert [line for line in lines if line.startswith("StartLimit")] == limit
 
 
 @pytest.mark.parametrize("present", [True, False])
@@ -256,7 +261,7 @@ def test_systemd_verifies_the_canary_units(tmp_path: Path, prefix: Path) -> None
     service = paths[0].read_text()
     assert lines_of(service, "ExecStart") == [
         "/usr/bin/python3 /usr/local/lib/gpuprov/canary.py --config /etc/gpuprov/canary.tsv"
-        " --state-dir /var/lib/gpuprov/canary --timeout 7 --failures 2"
+        " --state-dir /var/lib/gpuprov/canary --timeout 7 --failures 2 --cool-down 300"
     ]
     # two profiles, each at most 2 x 7 s plus 5 s, and 30 s to spare
     assert lines_of(service, "TimeoutStartSec") == [str((7 * 2 + 5) * 2 + 30)]

@@ -51,7 +51,9 @@ def host_data(engine: Path, *replicas: dict[str, Any], **more: Any) -> dict[str,
     return {"vllm_engine": str(engine), "vllm_replicas": list(replicas), **more}
 
 
-def unit(data: dict[str, Any], index: int = 0, persistenced: bool = False) -> str:
+def unit(
+    data: dict[str, Any], index: int = 0, persistenced: bool = False, systemd_version: int = 252
+) -> str:
     r = stack.from_data(data).vllm.replicas[index]
     return templates.render(
         "vllm",
@@ -59,6 +61,7 @@ def unit(data: dict[str, Any], index: int = 0, persistenced: bool = False) -> st
         replica=dataclasses.asdict(r),
         image=IMAGE,
         nvidia_persistenced=persistenced,
+        systemd_version=systemd_version,
         **stack.variables(data),
     )
 
@@ -136,13 +139,31 @@ def test_stop_and_cleanup_name_the_container(engine: Path) -> None:
     assert "After=network-online.target docker.service" in text.splitlines()
 
 
+@pytest.mark.parametrize(
+    ("version", "limit", "steps"),
+    [
+        (0, ["StartLimitIntervalSec=300", "StartLimitBurst=5"], []),
+        (252, ["StartLimitIntervalSec=300", "StartLimitBurst=5"], []),
+        (254, ["StartLimitIntervalSec=0"], ["RestartSteps=5", "RestartMaxDelaySec=120"]),
+    ],
+)
+def test_restarts_are_bounded_on_every_systemd(
+    engine: Path, version: int, limit: list[str], steps: list[str]
+) -> None:
+    """A back-off from systemd 254; before it, a start limit the canary recovers from."""
+    lines = unit(host_data(engine, REPLICA), systemd_version=version).splitlines()
+    assert [line for line in lines if line.startswith("StartLimit")] == limit
+    assert [line for line in lines if line.startswith(("RestartSteps", "RestartMax"))] == steps
+
+
 @needs_verify
-def test_systemd_verifies_the_units(tmp_path: Path, engine: Path) -> None:
+@pytest.mark.parametrize("version", [252, 254])
+def test_systemd_verifies_the_units(tmp_path: Path, engine: Path, version: int) -> None:
     data = host_data(engine, REPLICA, LOCAL)
     paths = []
     for i, name in enumerate(("gpuprov-vllm-qwen-1.service", "gpuprov-vllm-local.service")):
         path = tmp_path / name
-        path.write_text(unit(data, i, persistenced=True))
+        path.write_text(unit(data, i, persistenced=True, systemd_version=version))
         paths.append(path)
     done = verify(*paths)
     assert done.returncode == 0, done.stderr
@@ -158,6 +179,7 @@ def test_ansible_renders_the_same_bytes(tmp_path: Path, engine: Path) -> None:
         "replica": merged,
         "image": IMAGE,
         "nvidia_persistenced": False,
+        "systemd_version": 252,
         "hf_token": TOKEN,
         "api_key": "",
     }

@@ -15,6 +15,7 @@ class Canary:
     interval: int = 30
     timeout: int = 20
     failures: int = 2
+    cool_down: int = 300
 
 
 def parse(v: Mapping[str, Any]) -> Canary:
@@ -23,4 +24,5 @@ def parse(v: Mapping[str, Any]) -> Canary:
         interval=read.integer(v, "canary_interval", 5, 86400),
         timeout=read.integer(v, "canary_timeout", 1, 600),
         failures=read.integer(v, "canary_failures", 1, 100),
+        cool_down=read.integer(v, "canary_cool_down", 0, 86400),
     )

@@ -56,6 +56,7 @@ def inventory(host: Host, sdist: Path, tmp_path_factory: Any) -> Inventory:
         ],
         "canary_interval": 6,
         "canary_timeout": 3,
+        "canary_cool_down": 20,
     }
     return Inventory(tmp_path_factory.mktemp("inv") / "inventory.py", host.record, base)
 
@@ -311,6 +312,29 @@ def test_forced_refused_flag_fails_apply_with_the_journal_and_a_diagnosis(
     assert "FAILING     gpuprov-llama-alpha.service: " in text.stdout, text.stdout
     assert "| error: invalid argument: --mlock" in text.stdout
     assert "LCPP-009" in text.stdout
+
+
+def test_a_crash_loop_ends_at_the_start_limit_and_the_canary_starts_it_again(host: Host) -> None:
+    """systemd 252 has no RestartSteps: alpha, still refusing --mlock, is failed after 5 starts
+    within its start limit instead of restarting every 2 s for ever; the canary starts it again
+    once it has been down canary_cool_down (20 s)."""
+    unit = "gpuprov-llama-alpha.service"
+    assert int(host.run("systemctl --version").split()[1]) < 254
+    assert "StartLimitBurst=5" in host.run(f"cat /etc/systemd/system/{unit}").splitlines()
+
+    def state() -> str:
+        return host.run(f"systemctl show -p ActiveState --value {unit}").strip()
+
+    wait_for("systemd giving up on alpha", lambda: state() == "failed", 60)
+    assert int(host.run(f"systemctl show -p NRestarts --value {unit}")) <= 5
+
+    def started_again() -> bool:
+        log = host.run("journalctl -q -u gpuprov-canary.service --no-pager -o cat", check=False)
+        return f"starting {unit} again" in log
+
+    wait_for("the canary starting alpha again", started_again, 90, step=2)
+    log = host.run("journalctl -q -u gpuprov-canary.service --no-pager -o cat")
+    assert f"{unit}: systemd gave up on it; started again after 20s down" in log
 
 
 def test_a_healthy_stack_converges_again_and_then_changes_nothing(

@@ -17,6 +17,12 @@ Only an active unit is probed. A unit systemd is restarting (activating after an
 restart) or has given up on (failed) is FAILING: its state, restart count, last exit and last
 journal lines are logged, and the canary leaves it to systemd. One a person stopped (inactive,
 result success, no restarts) is skipped. Any state not read counts as a failure: exit 1.
+
+Before systemd 254 (no RestartSteps), units bound their restarts with a start limit: past it,
+systemd gives up and the unit is failed (its Result stays the last exit's, e.g. exit-code). The
+units restart always, so a failed one is one systemd gave up on: it is started again once it has
+been down --cool-down seconds (InactiveEnterTimestampMonotonic), so a crash loop restarts in
+bursts, not every 2 seconds, and a server that recovers comes back.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ PROPERTIES = (
     "ExecMainCode",
     "Result",
     "ActiveEnterTimestampMonotonic",
+    "InactiveEnterTimestampMonotonic",
 )
 SHOW_TIMEOUT = 15  # seconds, for systemctl show and journalctl
 RESTART_TIMEOUT = 120  # seconds: a unit's stop (vLLM: TimeoutStopSec=60), then its start
@@ -163,10 +170,15 @@ class UnitState(NamedTuple):
     code: int | None = None  # ExecMainCode
     result: str = ""  # Result: success, exit-code, signal, core-dump, timeout, ...
     since: int | None = None  # ActiveEnterTimestampMonotonic: µs on CLOCK_MONOTONIC, 0 never
+    down_since: int | None = None  # InactiveEnterTimestampMonotonic, the same way
 
     def active_for(self, now: float) -> float | None:
         """Seconds since the unit last became active (`now`: time.monotonic()), if known."""
         return now - self.since / 1e6 if self.since else None
+
+    def down_for(self, now: float) -> float | None:
+        """Seconds since the unit last stopped or failed, if known."""
+        return now - self.down_since / 1e6 if self.down_since else None
 
     @property
     def verdict(self) -> str:
@@ -235,6 +247,7 @@ def parse_show(text: str) -> UnitState:
         code=number("ExecMainCode"),
         result=values.get("Result", ""),
         since=number("ActiveEnterTimestampMonotonic", 19),
+        down_since=number("InactiveEnterTimestampMonotonic", 19),
     )
 
 
@@ -300,12 +313,33 @@ def loading(result: str, detail: str, active_for: float | None, startup: float) 
     return f"{detail}, {active_for:.0f}s into its {startup:g}s start-up"
 
 
+def cool_down(args: argparse.Namespace, unit: str, down_for: float | None) -> None:
+    """Start a unit systemd gave up on again once it has been down --cool-down seconds."""
+    if down_for is None or down_for < args.cool_down:
+        waited = "" if down_for is None else f" ({down_for:.0f}s so far)"
+        log(f"{unit}: systemd gave up on it; started again after {args.cool_down:g}s down{waited}")
+        return
+    log(f"{unit}: systemd gave up on it {down_for:.0f}s ago: starting {unit} again")
+    start(args.systemctl, unit, "start")
+
+
+def start(systemctl: str, unit: str, verb: str) -> None:
+    """`systemctl reset-failed` then `verb` ("start" or "restart"): systemd counts each start
+    against the unit's start limit (before systemd 254) and refuses one past it."""
+    for argv in ([systemctl, "reset-failed", unit], [systemctl, verb, unit]):
+        _, problem = run(argv, RESTART_TIMEOUT)
+        if problem:
+            log(f"{unit}: {verb} not confirmed ({problem})")
+            return
+
+
 def main(argv: list[str] | None = None, clock: Callable[[], float] = time.monotonic) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--config", required=True)
     parser.add_argument("--state-dir", required=True)
     parser.add_argument("--timeout", type=float, default=20)
     parser.add_argument("--failures", type=int, default=2)
+    parser.add_argument("--cool-down", type=float, default=300)
     parser.add_argument("--systemctl", default="systemctl")
     parser.add_argument("--journalctl", default="journalctl")
     parser.add_argument("--journal-lines", type=int, default=JOURNAL_LINES)
@@ -328,6 +362,8 @@ def main(argv: list[str] | None = None, clock: Callable[[], float] = time.monoto
             log(f"{unit}: FAILING: {unit_now.describe()}; not restarted by the canary")
             for text in journal(args.journalctl, unit, args.journal_lines, key):
                 log(f"{unit}: journal: {text}")
+            if unit_now.active == "failed":
+                cool_down(args, unit, unit_now.down_for(clock()))
             continue
         if verdict == "stopped":
             log(f"{unit}: skipped (stopped)")
@@ -364,9 +400,7 @@ def main(argv: list[str] | None = None, clock: Callable[[], float] = time.monoto
             continue
         counter.unlink(missing_ok=True)
         log(f"{unit}: failed ({detail}) {count} times in a row: restarting {unit}")
-        _, problem = run([args.systemctl, "restart", unit], RESTART_TIMEOUT)
-        if problem:
-            log(f"{unit}: restart not confirmed ({problem})")
+        start(args.systemctl, unit, "restart")
     return 1 if failed else 0
 
 

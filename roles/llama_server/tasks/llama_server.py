@@ -10,7 +10,6 @@ any unit is written (`apply --force` skips the check, as it overrides the gate).
 from __future__ import annotations
 
 import dataclasses
-import re
 from io import StringIO
 
 from pyinfra import logger
@@ -19,19 +18,11 @@ from pyinfra.api.deploy import deploy
 from pyinfra.api.host import Host
 from pyinfra.api.operation import OperationMeta
 from pyinfra.api.state import State
-from pyinfra.context import host
-from pyinfra.facts.server import Command
 from pyinfra.operations import files, python, server
 
 from provision import gate, host_shell, servicefacts, templates, units
 from provision.hostplan import HostPlan
 from provision.servicefacts import ServiceFacts
-
-
-def systemd_version() -> int:
-    """systemd's version on the host (0 if unknown)."""
-    m = re.match(r"systemd (\d+)", host.get_fact(Command, command="systemctl --version") or "")
-    return int(m.group(1)) if m else 0
 
 
 def check_arguments(state: State, host: Host, plan: HostPlan) -> bool:
@@ -74,7 +65,7 @@ def llama_server(plan: HostPlan, binary: OperationMeta | None) -> None:
     )
     config_dir = v["llama_server_config_dir"]
     files.directory(name="Server config folder", path=config_dir, mode="755")
-    facts = {"systemd_version": systemd_version(), "nvidia_persistenced": units.has_persistenced()}
+    facts = units.unit_facts()
     changed: dict[str, bool] = {}
     for p in plan.stack.profiles:
         profile = dataclasses.asdict(p)

@@ -60,7 +60,7 @@ def vllm(plan: HostPlan) -> None:
             python.call(
                 name=f"Check {image} against the driver", function=preflight, plan=plan, image=image
             )
-        facts = {"nvidia_persistenced": units.has_persistenced()}
+        facts = units.unit_facts()
         for r in settings.replicas:
             replica = dataclasses.asdict(r)
             env = templates.render(
