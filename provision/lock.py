@@ -25,7 +25,9 @@ from pyinfra.connectors.util import CommandOutput
 
 from provision import host_shell
 
-PATH = "/run/gpuprov/apply.lock"
+# Not apply.lock: older gpuprov locked with `mkdir /run/gpuprov/apply.lock`, and a folder one left
+# behind (until a reboot clears /run) would stop flock here.
+PATH = "/run/gpuprov/apply.flock"
 POLL = 1.0
 BUSY = 75  # flock's exit status when the wait runs out
 

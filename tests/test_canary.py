@@ -424,32 +424,34 @@ def test_unit_systemd_gave_up_on_waits_out_its_cool_down(
     assert out[-1] == f"{UNIT}: systemd gave up on it; started again after 300s down (120s so far)"
 
 
+@pytest.mark.parametrize(
+    ("start_fails", "said"),
+    [
+        (False, f"{UNIT}: systemd gave up on it 600s ago: starting {UNIT} again"),
+        (
+            True,
+            f"{UNIT}: start not confirmed (systemctl exited 1: Job for {UNIT} failed because the"
+            f' control process exited with error code. See "systemctl status {UNIT}" and'
+            f' "journalctl -xeu {UNIT}" for details.)',
+        ),
+    ],
+)
 def test_unit_systemd_gave_up_on_is_started_after_its_cool_down(
-    tmp_path: Path, stub: Stub, canary: ModuleType, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    stub: Stub,
+    canary: ModuleType,
+    capsys: pytest.CaptureFixture[str],
+    start_fails: bool,
+    said: str,
 ) -> None:
     """reset-failed first: systemctl refuses to start a unit past its start limit until then."""
     host = Host(tmp_path, stub)
-    given_up_on(host, canary, 301)
-    assert host.run(canary) == 1
-    assert host.systemctl_calls == [SHOW, f"reset-failed {UNIT}", f"start {UNIT}"]
-    out = capsys.readouterr().out.splitlines()
-    assert out[-1] == f"{UNIT}: systemd gave up on it 301s ago: starting {UNIT} again"
-
-
-def test_a_start_that_fails_again_is_said(
-    tmp_path: Path, stub: Stub, canary: ModuleType, capsys: pytest.CaptureFixture[str]
-) -> None:
-    host = Host(tmp_path, stub)
     given_up_on(host, canary, 600)
-    (tmp_path / "start-fails").touch()
+    if start_fails:
+        (tmp_path / "start-fails").touch()
     assert host.run(canary) == 1
     assert host.systemctl_calls == [SHOW, f"reset-failed {UNIT}", f"start {UNIT}"]
-    out = capsys.readouterr().out.splitlines()
-    assert out[-1] == (
-        f"{UNIT}: start not confirmed (systemctl exited 1: Job for {UNIT} failed because the"
-        f' control process exited with error code. See "systemctl status {UNIT}" and'
-        f' "journalctl -xeu {UNIT}" for details.)'
-    )
+    assert capsys.readouterr().out.splitlines()[-1] == said
 
 
 def test_failing_unit_ends_a_run_of_failures(

@@ -218,3 +218,16 @@ def test_sigterm_and_sighup_end_an_apply_through_its_finally(path: Path) -> None
         assert signal.getsignal(signum) == before
         assert lock.acquire(host, SECOND, 0, print, path=str(path)) == (True, "")
         lock.release(host, SECOND, path=str(path))
+
+
+def test_a_folder_older_gpuprov_left_is_not_in_the_way(tmp_path: Path) -> None:
+    """Older gpuprov locked with `mkdir /run/gpuprov/apply.lock`; a folder a crashed one left
+    stays until a reboot, beside the lock file, not in its way."""
+    assert Path(lock.PATH).parent == Path("/run/gpuprov")
+    assert Path(lock.PATH).name != "apply.lock"
+    old = tmp_path / "apply.lock"
+    old.mkdir()
+    (old / "owner").write_text(SECOND + "\n")
+    proc = hold(tmp_path / Path(lock.PATH).name, FIRST)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)

@@ -7,10 +7,12 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from provision import lock
 from provision.testhost import hosts
 from tests.support import tiny_gguf
 
@@ -54,6 +56,21 @@ class Host:
             f"http://127.0.0.1:{port}/completion"
         )
         return dict(json.loads(out))
+
+
+@contextmanager
+def lock_held_by(host: Host, holder: str) -> Iterator[None]:
+    """Another apply's lock holder on the host: flock on the lock file, naming itself there."""
+    host.run(f"mkdir -p {os.path.dirname(lock.PATH)}")
+    host.run(
+        f"setsid flock -o {lock.PATH} sh -c 'echo {holder} > {lock.PATH}; exec sleep 600'"
+        " </dev/null >/dev/null 2>&1 & echo $! > /run/gpuprov-other.pid"
+    )
+    time.sleep(1)
+    try:
+        yield
+    finally:
+        host.run("kill -- -$(cat /run/gpuprov-other.pid); rm -f /run/gpuprov-other.pid")
 
 
 def wait_for(what: str, check: Callable[[], bool], timeout: float, step: float = 0.5) -> float:

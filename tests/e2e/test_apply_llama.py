@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from checks.services import llama_server_help
+from provision import lock
 from provision.testhost import hosts
 from tests.e2e.hosts import (
     GPUPROV,
@@ -27,6 +28,7 @@ from tests.e2e.hosts import (
     apply,
     gpuprov,
     host_report,
+    lock_held_by,
     put_tiny_model,
     wait_for,
 )
@@ -164,14 +166,7 @@ def test_changing_one_profile_restarts_only_that_unit(host: Host, inventory: Inv
 
 
 def test_concurrent_applies_are_serialised(host: Host, inventory: Inventory) -> None:
-    host.run("mkdir -p /run/gpuprov")
-    host.run(  # another apply's holder: flock on the lock file, naming itself there
-        "setsid flock -o /run/gpuprov/apply.lock"
-        " sh -c 'echo other-apply > /run/gpuprov/apply.lock; exec sleep 600'"
-        " </dev/null >/dev/null 2>&1 & echo $! > /run/gpuprov-other.pid"
-    )
-    time.sleep(1)
-    try:
+    with lock_held_by(host, "other-apply"):
         done = gpuprov("apply", str(inventory.write()), "-y", "--lock-timeout", "3")
         assert done.returncode == 1
         assert "other-apply" in done.stdout + done.stderr
@@ -184,12 +179,10 @@ def test_concurrent_applies_are_serialised(host: Host, inventory: Inventory) -> 
         )
         time.sleep(4)
         assert waiting.poll() is None  # still waiting for the lock
-    finally:
-        host.run("kill -- -$(cat /run/gpuprov-other.pid); rm -f /run/gpuprov-other.pid")
     _out, err = waiting.communicate(timeout=120)
     assert waiting.returncode == 0, err
     assert "waiting for the apply lock held by other-apply" in err
-    assert host.ok("flock -n /run/gpuprov/apply.lock true")  # released
+    assert host.ok(f"flock -n {lock.PATH} true")  # released
 
 
 def test_failed_build_keeps_the_old_binary_serving(host: Host, inventory: Inventory) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from provision import lock
 from provision.testhost import hosts
 from tests.e2e.hosts import (
     GPUPROV,
@@ -27,6 +28,7 @@ from tests.e2e.hosts import (
     apply,
     gpuprov,
     host_report,
+    lock_held_by,
     put_tiny_model,
 )
 from tests.e2e.test_apply_llama import MODEL
@@ -108,14 +110,7 @@ def test_rerun_as_the_sudo_user_changes_nothing(host: Host, llama: Inventory) ->
 
 def test_the_lock_works_through_sudo(host: Host, llama: Inventory) -> None:
     """The lock lives in root's /run: a non-root user gets it only through sudo."""
-    host.run("mkdir -p /run/gpuprov")
-    host.run(  # another apply's holder: flock on the lock file, naming itself there
-        "setsid flock -o /run/gpuprov/apply.lock"
-        " sh -c 'echo held-by-other > /run/gpuprov/apply.lock; exec sleep 600'"
-        " </dev/null >/dev/null 2>&1 & echo $! > /run/gpuprov-other.pid"
-    )
-    time.sleep(1)
-    try:
+    with lock_held_by(host, "held-by-other"):
         waiting = subprocess.Popen(
             [*GPUPROV, "apply", str(llama.write()), "-y", "--json"],
             cwd=ROOT,
@@ -125,12 +120,10 @@ def test_the_lock_works_through_sudo(host: Host, llama: Inventory) -> None:
         )
         time.sleep(6)
         assert waiting.poll() is None  # waiting for the lock, not failing to take it
-    finally:
-        host.run("kill -- -$(cat /run/gpuprov-other.pid); rm -f /run/gpuprov-other.pid")
     _out, err = waiting.communicate(timeout=300)
     assert waiting.returncode == 0, err
     assert "waiting for the apply lock held by held-by-other" in err
-    assert host.ok("flock -n /run/gpuprov/apply.lock true")  # released
+    assert host.ok(f"flock -n {lock.PATH} true")  # released
 
 
 def test_a_user_without_sudo_gets_one_error_and_nothing_changes(
