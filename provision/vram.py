@@ -2,9 +2,27 @@
 
 vLLM reserves ``gpu_memory_utilization x total`` on every GPU it uses, and refuses to start when
 less than that is free ("Free memory on device ... on startup is less than desired GPU memory
-utilization", pytorch/pytorch#175666). llama-server holds its weights (the GGUF tensors), its KV
-cache (sized from the GGUF header) and LLAMA_OVERHEAD_MIB on each GPU it uses. Pure: the inputs
-are plain data and nothing is probed here.
+utilization", pytorch/pytorch#175666). llama-server holds its weights (the GGUF tensors), the KV
+cache and recurrent state it allocates for the context (`llama_memory`), its compute buffers and
+a CUDA context on each GPU it uses. Pure: the inputs are plain data and nothing is probed here.
+
+The KV/state model follows llama.cpp (src/llama-context.cpp, llama-kv-cache.cpp,
+llama-kv-cache-iswa.cpp, llama-memory-recurrent.cpp, llama-hparams.cpp, llama-model.cpp):
+
+- n_ctx is padded to 256 cells; it is the total over the --parallel slots. A unified cache holds
+  n_ctx cells in one stream; otherwise each slot gets n_ctx / slots (padded to 256) cells.
+- Each layer with attention holds ``cells x row(type, head_count_kv(il) x key/value_length)``
+  for K and for V, where row() counts whole quantization blocks. Layers whose head_count_kv is 0
+  and the recurrent layers of hybrid models hold none.
+- Sliding-window layers (the per-architecture pattern, or the header's per-layer pattern) hold
+  ``pad(min(cells, n_swa x (slots if unified else 1) + n_ubatch), 256)`` cells per stream,
+  unless --swa-full.
+- Recurrent layers hold f32 state for max(1, slots) cells: conv state
+  ``(d_conv - 1) x (d_inner + 2 x n_group x d_state)`` (LFM2: ``n_embd x (l_cache - 1)``) and
+  ssm state ``d_state x d_inner``.
+- MLA models (DeepSeek-2/3 style headers: one KV head of kv_lora_rank + rope dims) are counted
+  from the header's K and V lengths; newer llama.cpp builds allocate no V for them, so this
+  over-counts them by the V part.
 """
 
 from __future__ import annotations
@@ -17,18 +35,34 @@ from checks.facts.model import Gpu, LlamaServer
 from checks.services.gguf_header import GGML_TYPES, TYPE_IDS, GgufInfo
 
 MIB = 1024 * 1024
-LLAMA_OVERHEAD_MIB = 2048
-"""CUDA context plus compute buffers of one llama-server, per GPU it uses: a generous constant.
-
-llama.cpp measured the CUDA context at 107 MiB (RTX 4060 Ti) to 555 MiB (RTX PRO 6000)
-(ggml-org/llama.cpp#23604); its memory breakdowns show compute buffers of 1164 MiB (RTX PRO 6000,
-ggml-org/llama.cpp#27953), 1292 MiB (RTX 3090, ollama/ollama#16031) and 1553-1617 MiB (RTX 3090,
-ggml-org/llama.cpp#24608). A GPU holding no layer (--n-gpu-layers 0) still gets compute buffers.
-It is no upper bound: without flash attention the compute buffer grows with the context (164 MiB
-at 2048, 2144 MiB at 32768: fedora-copr/logdetective#106), and ollama/ollama#16031 shows 4205 MiB
-on an RTX 5090 holding no layer.
-"""
+CUDA_CONTEXT_MIB = 555
+"""The CUDA context of one process on one GPU: the largest llama.cpp measured, 107 MiB
+(RTX 4060 Ti) to 555 MiB (RTX PRO 6000) (ggml-org/llama.cpp#23604)."""
+COMPUTE_FALLBACK_MIB = 1617
+"""Compute buffers of one GPU when the header lacks the vocabulary or embedding size: the
+largest flash-attention compute buffer in the memory breakdowns cited below (RTX 3090,
+ggml-org/llama.cpp#24608). Breakdowns show 1164 MiB (RTX PRO 6000, ggml-org/llama.cpp#27953)
+and 1292 MiB (RTX 3090, ollama/ollama#16031)."""
+ACTIVATION_WIDTH = 16
+"""Activations of one ubatch counted as ``ACTIVATION_WIDTH x n_embd`` f32 values per token, on
+top of the logits (``n_vocab`` per token). Checked against logged compute buffers:
+benchmarks/vram_estimate_vs_logged.py."""
+LLAMA_OVERHEAD_MIB = CUDA_CONTEXT_MIB + COMPUTE_FALLBACK_MIB
+"""What a llama-server holds on a GPU beside weights and KV when nothing else is known."""
+N_UBATCH = 512  # llama.cpp's default --ubatch-size
+KV_PAD = 256  # llama-context.cpp pads n_ctx, and llama-kv-cache-iswa.cpp the SWA cache, to 256
 KV_CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+SWA_PATTERNS = {"gemma2": 2, "gemma3": 6, "cohere2": 4, "gpt-oss": 2}
+"""Architectures whose sliding-window layers llama.cpp sets by pattern (set_swa_pattern): of
+every n layers, all but the last slide."""
+INTERVAL_HYBRIDS = {"qwen3next": 4, "qwen35": 4, "qwen35moe": 4}
+"""Hybrids whose every full_attention_interval-th layer has attention (default interval) and
+the rest are recurrent (Gated DeltaNet)."""
+LAYER_HYBRIDS = ("jamba", "granitehybrid", "nemotron_h", "nemotron_h_moe", "lfm2", "lfm2moe")
+"""Hybrids whose per-layer head_count_kv marks recurrent layers with 0 (Nemotron-H: and a
+feed_forward_length of 0; its MLP layers are neither)."""
+RECURRENT = ("mamba", "mamba2")
+FLASH_OFF = ("off", "0", "false", "disabled", "no")
 _EPSILON = 1e-9
 
 
@@ -46,7 +80,8 @@ class LlamaClaim:
     """A llama-server profile; ``gpus == ()`` means every GPU of the host.
 
     ``ctx_size`` is the total over the ``parallel`` slots (0: the model's context_length);
-    ``gpu_layers`` is --n-gpu-layers: "", "auto", "all" or a number.
+    ``gpu_layers`` is --n-gpu-layers: "", "auto", "all" or a number; ``flash_attn`` is
+    --flash-attn ("" and "auto" count as on, as llama.cpp's auto picks on CUDA).
     """
 
     service: str
@@ -57,22 +92,208 @@ class LlamaClaim:
     cache_type_k: str = "f16"
     cache_type_v: str = "f16"
     gpu_layers: str = ""
+    flash_attn: str = ""
+    n_ubatch: int = N_UBATCH
+    kv_unified: bool = False
+    swa_full: bool = False
 
 
 def llama_claim(service: str, server: LlamaServer, model: GgufInfo | None) -> LlamaClaim:
     """A llama-server profile's claim on every GPU, from its arguments as llama.cpp reads them
     (a --ctx-size in extra_args counts); a setting they leave out is llama.cpp's default, with
-    the context at the model's context_length (what newer builds do)."""
+    the context at the model's context_length (what newer builds do) and, without --parallel,
+    4 slots sharing one unified cache (llama-server's "n_parallel is set to auto")."""
+    auto_slots = not (server.parallel and server.parallel > 0)
     return LlamaClaim(
         service=service,
         gpus=(),
         model=model,
         ctx_size=max(server.ctx_size or 0, 0),
-        parallel=server.parallel if server.parallel and server.parallel > 0 else 1,
+        parallel=4 if auto_slots else server.parallel or 1,
         cache_type_k=server.cache_type_k or "f16",
         cache_type_v=server.cache_type_v or "f16",
         gpu_layers=server.n_gpu_layers or "",
+        flash_attn=server.flash_attn or "",
+        n_ubatch=_ubatch(server.argv),
+        kv_unified=auto_slots or _flag(server.argv, "-kvu", "--kv-unified"),
+        swa_full=_flag(server.argv, "--swa-full"),
     )
+
+
+def _flag(argv: Sequence[str], *names: str) -> bool:
+    return any(arg in names for arg in argv)
+
+
+def _ubatch(argv: Sequence[str]) -> int:
+    """--ubatch-size as llama.cpp reads it (the last one wins); the default when absent or odd."""
+    value = N_UBATCH
+    for i, arg in enumerate(argv):
+        name, eq, inline = arg.partition("=")
+        if name not in ("-ub", "--ubatch-size"):
+            continue
+        text = inline if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+        value = int(text) if text.isdigit() and int(text) > 0 else N_UBATCH
+    return value
+
+
+@dataclass(frozen=True)
+class LlamaMemory:
+    """What one llama-server allocates beside its weights, in MiB: KV cache and recurrent state
+    over all its GPUs, compute buffers on each GPU; ``cells`` is the padded n_ctx."""
+
+    kv_mib: float
+    rs_mib: float
+    compute_mib: float
+    cells: int
+    kv_layers: int
+    swa_layers: int
+    rs_layers: int
+    notes: tuple[str, ...] = ()
+
+
+def llama_memory(claim: LlamaClaim, model: GgufInfo) -> LlamaMemory | str:
+    """The KV cache, recurrent state and compute buffers llama.cpp allocates for `claim`;
+    a reason string when the header does not say enough (unknown is never guessed)."""
+    ctx = claim.ctx_size if claim.ctx_size > 0 else model.context_length
+    if not ctx:
+        return "ctx_size 0 and no context_length in the header"
+    n = model.block_count
+    if n is None or model.head_count_kv is None:
+        return "header lacks block_count or head_count_kv"
+    types = []
+    for cache in (claim.cache_type_k, claim.cache_type_v):
+        name = _cache_type(cache)
+        if name not in KV_CACHE_TYPES:
+            return f"cache type {name!r} unknown"
+        types.append(GGML_TYPES[TYPE_IDS[name]])
+    flash = _cache_type(claim.flash_attn) not in FLASH_OFF
+    if not flash and types[1][1] > 1:
+        return "a quantized V cache needs flash attention (llama.cpp refuses it)"
+    layers = _layer_kinds(model)
+    if isinstance(layers, str):
+        return layers
+    kv_heads, recurrent, sliding = layers
+    slots = max(claim.parallel, 1)
+    cells, streams = _cells(ctx, slots, claim.kv_unified)
+    window = model.sliding_window or 0
+    swa_cells = cells
+    if any(sliding) and not claim.swa_full:
+        reach = window * (slots if claim.kv_unified else 1) + claim.n_ubatch
+        swa_cells = min(cells, _pad(reach))
+    kv = 0
+    notes: list[str] = []
+    for il in range(n):
+        if kv_heads[il] == 0 or recurrent[il] == "only":
+            continue
+        if model.key_length is None or model.value_length is None:
+            return "header lacks key/value length"
+        per_stream = swa_cells if sliding[il] else cells
+        for length, (_, block, size) in zip(
+            (model.key_length, model.value_length), types, strict=True
+        ):
+            kv += per_stream * streams * math.ceil(kv_heads[il] * length / block) * size
+    rs = _recurrent_bytes(model, recurrent, slots)
+    if isinstance(rs, str):
+        return rs
+    if model.kv_lora_rank:
+        notes.append("MLA: V counted")
+    if window and not any(sliding) and not claim.swa_full:
+        notes.append("SWA layers unknown: full context")
+    max_cells = max(
+        (swa_cells if sliding[il] else cells for il in range(n) if kv_heads[il]), default=0
+    )
+    compute = _compute_mib(model, claim.n_ubatch, flash, max_cells)
+    if compute is None:
+        compute = COMPUTE_FALLBACK_MIB
+        notes.append("compute: fallback")
+    return LlamaMemory(
+        kv_mib=kv / MIB,
+        rs_mib=rs / MIB,
+        compute_mib=compute,
+        cells=cells * streams,
+        kv_layers=sum(1 for il in range(n) if kv_heads[il] and recurrent[il] != "only"),
+        swa_layers=sum(1 for il in range(n) if kv_heads[il] and sliding[il]),
+        rs_layers=sum(1 for kind in recurrent if kind),
+        notes=tuple(notes),
+    )
+
+
+def _pad(n: int) -> int:
+    return -(-n // KV_PAD) * KV_PAD
+
+
+def _cells(ctx: int, slots: int, unified: bool) -> tuple[int, int]:
+    """Cells per stream and streams (llama-context.cpp: n_ctx padded, split unless unified)."""
+    n_ctx = _pad(ctx)
+    if unified or slots == 1:
+        return n_ctx, 1
+    return _pad(n_ctx // slots), slots
+
+
+def _layer_kinds(model: GgufInfo) -> tuple[list[int], list[str], list[bool]] | str:
+    """Per layer: its KV head count, whether it is recurrent ("only", "also" or ""), and
+    whether it slides; a reason string for what this model does not know."""
+    n = model.block_count or 0
+    arch = model.architecture or ""
+    array = model.head_count_kv_layers
+    if array is not None and len(array) != n:
+        return "per-layer head_count_kv does not match block_count"
+    kv_heads = list(array) if array is not None else [model.head_count_kv or 0] * n
+    recurrent = [""] * n
+    if arch in INTERVAL_HYBRIDS:
+        every = model.full_attention_interval or INTERVAL_HYBRIDS[arch]
+        recurrent = ["" if (il + 1) % every == 0 else "only" for il in range(n)]
+    elif arch in RECURRENT:
+        recurrent = ["only"] * n
+    elif arch in LAYER_HYBRIDS:
+        if array is None:
+            return f"{arch} header lacks per-layer head_count_kv"
+        ff = model.feed_forward_layers if arch.startswith("nemotron_h") else None
+        if ff is not None and len(ff) != n:
+            return "per-layer feed_forward_length does not match block_count"
+        recurrent = [
+            "only" if kv_heads[il] == 0 and (ff is None or ff[il] == 0) else "" for il in range(n)
+        ]
+    elif "rwkv" in arch or model.ssm_inner_size or model.shortconv_l_cache:
+        return f"recurrent state of {arch or 'this architecture'} not modelled"
+    sliding = [False] * n
+    flags = model.sliding_window_layers
+    if model.sliding_window:
+        if flags is not None and len(flags) == n:
+            sliding = [bool(f) for f in flags]
+        elif arch in SWA_PATTERNS:
+            every = SWA_PATTERNS[arch]
+            sliding = [il % every < every - 1 for il in range(n)]
+    return kv_heads, recurrent, sliding
+
+
+def _recurrent_bytes(model: GgufInfo, recurrent: list[str], slots: int) -> int | str:
+    """f32 conv and ssm state of every recurrent layer, for max(1, slots) cells."""
+    count = sum(1 for kind in recurrent if kind)
+    if not count:
+        return 0
+    state = model.ssm_state_size or 0
+    inner = model.ssm_inner_size or 0
+    if model.shortconv_l_cache:
+        if model.embedding_length is None:
+            return "header lacks embedding_length for the shortconv state"
+        conv = model.embedding_length * (model.shortconv_l_cache - 1)
+    elif model.ssm_conv_kernel is None or not inner:
+        return "header lacks ssm.conv_kernel or ssm.inner_size of its recurrent layers"
+    else:
+        group = model.ssm_group_count or 0
+        conv = max(model.ssm_conv_kernel - 1, 0) * (inner + 2 * group * state)
+    return count * (conv + state * inner) * 4 * max(slots, 1)
+
+
+def _compute_mib(model: GgufInfo, ubatch: int, flash: bool, cells: int) -> float | None:
+    """One GPU's compute buffers: logits and activations of one ubatch, and without flash
+    attention the f32 scores of every head (and the mask) over the whole cache."""
+    if model.vocab_size is None or model.embedding_length is None:
+        return None
+    per_token = model.vocab_size + ACTIVATION_WIDTH * model.embedding_length
+    scores = 0 if flash else ((model.head_count or 0) + 1) * cells
+    return 4 * ubatch * (per_token + scores) / MIB
 
 
 @dataclass(frozen=True)
@@ -202,7 +423,8 @@ def _vllm(claim: VllmClaim, total: int | None) -> Holder:
 
 
 def _llama(claim: LlamaClaim, n_gpus: int) -> Holder:
-    """One GPU's share of a llama-server: weights and KV split evenly, plus the overhead."""
+    """One GPU's share of a llama-server: weights, KV and state split evenly over its GPUs, plus
+    compute buffers and a CUDA context on each."""
     model = claim.model
     if model is None:
         return Holder(claim.service, None, "llama.cpp: model header unknown")
@@ -210,50 +432,33 @@ def _llama(claim: LlamaClaim, n_gpus: int) -> Holder:
         return Holder(claim.service, None, f"llama.cpp: split model ({model.split_count} files)")
     if model.tensor_bytes is None:
         return Holder(claim.service, None, "llama.cpp: a tensor type is unknown")
-    kv = _kv_bytes(claim, model)
-    if isinstance(kv, str):
-        return Holder(claim.service, None, f"llama.cpp: {kv}")
-    kv_bytes, ctx = kv
+    memory = llama_memory(claim, model)
+    if isinstance(memory, str):
+        return Holder(claim.service, None, f"llama.cpp: {memory}")
     share, layers = _offload(claim.gpu_layers, model.block_count)
     weights = model.tensor_bytes * share / n_gpus / MIB
-    cache = kv_bytes * share / n_gpus / MIB
+    cache = (memory.kv_mib + memory.rs_mib) * share / n_gpus
     how = (
-        f"llama.cpp weights {_size(weights)} + KV {_size(cache)}"
-        f" ({ctx} ctx / {max(claim.parallel, 1)} slots, {_cache_type(claim.cache_type_k)}"
-        f"/{_cache_type(claim.cache_type_v)}) + {LLAMA_OVERHEAD_MIB} MiB overhead"
+        f"llama.cpp weights {_size(weights)} + KV {_size(memory.kv_mib * share / n_gpus)}"
+        f" ({memory.cells} ctx / {max(claim.parallel, 1)} slots, {_cache_type(claim.cache_type_k)}"
+        f"/{_cache_type(claim.cache_type_v)}) in {memory.kv_layers} layers"
     )
+    if memory.swa_layers:
+        how += f" ({memory.swa_layers} SWA)"
+    if memory.rs_layers:
+        how += f" + state {_size(memory.rs_mib * share / n_gpus)} in {memory.rs_layers} layers"
+    how += f" + compute {_size(memory.compute_mib)} + CUDA {CUDA_CONTEXT_MIB} MiB"
+    if memory.notes:
+        how += f" [{'; '.join(memory.notes)}]"
     if layers:
         how += f", {layers} layers"
     if n_gpus > 1:
         how += f", 1/{n_gpus} of each"
-    return Holder(claim.service, weights + cache + LLAMA_OVERHEAD_MIB, how)
+    return Holder(claim.service, weights + cache + memory.compute_mib + CUDA_CONTEXT_MIB, how)
 
 
 def _cache_type(name: str) -> str:
     return name.strip().lower() or "f16"
-
-
-def _kv_bytes(claim: LlamaClaim, model: GgufInfo) -> tuple[int, int] | str:
-    """The KV cache of all layers, in bytes, and its context; a reason string if unknown.
-
-    Every layer counts with the header's largest KV head count and full context, so sliding-window,
-    recurrent-hybrid and MLA models are overestimated, never under.
-    """
-    ctx = claim.ctx_size if claim.ctx_size > 0 else model.context_length
-    if not ctx:
-        return "ctx_size 0 and no context_length in the header"
-    shape = (model.block_count, model.head_count_kv, model.key_length, model.value_length)
-    if any(v is None for v in shape):
-        return "header lacks block_count, head_count_kv or key/value length"
-    layers, heads, k_len, v_len = (v or 0 for v in shape)
-    total = 0
-    for length, cache in ((k_len, claim.cache_type_k), (v_len, claim.cache_type_v)):
-        name = _cache_type(cache)
-        if name not in KV_CACHE_TYPES:
-            return f"cache type {name!r} unknown"
-        _, block, size = GGML_TYPES[TYPE_IDS[name]]
-        total += layers * ctx * math.ceil(heads * length / block) * size
-    return total, ctx
 
 
 def _offload(gpu_layers: str, block_count: int | None) -> tuple[float, str]:

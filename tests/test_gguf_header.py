@@ -138,6 +138,30 @@ def split_shard(path: Path) -> None:
     _write(w)
 
 
+def hybrid_per_layer(path: Path) -> None:
+    """A Nemotron-H-like hybrid: head_count_kv and feed_forward_length per layer (0 marks a
+    layer without attention / without MLP), ssm.* sizes, a bool sliding_window_pattern array."""
+    w = gguf.GGUFWriter(str(path), "nemotron_h")
+    w.add_context_length(8192)
+    w.add_embedding_length(64)
+    w.add_block_count(4)
+    w.add_head_count([0, 8, 0, 0])
+    w.add_head_count_kv([0, 2, 0, 0])
+    w.add_feed_forward_length([0, 0, 128, 0])
+    w.add_key_length(16)
+    w.add_value_length(16)
+    w.add_sliding_window(512)
+    w.add_sliding_window_pattern([True, False, True, True])
+    w.add_ssm_conv_kernel(4)
+    w.add_ssm_inner_size(128)
+    w.add_ssm_state_size(16)
+    w.add_ssm_group_count(2)
+    w.add_uint32("nemotron_h.attention.kv_lora_rank", 32)
+    w.add_array("nemotron_h.rope.dimension_sections", [1.5, 2.5])
+    _tensor(w, "token_embd.weight", (300, 64), Q.F16, 1)
+    _write(w)
+
+
 def no_hyperparameters(path: Path) -> None:
     """An architecture the file names but gives no hyperparameters for, and no tensors."""
     w = gguf.GGUFWriter(str(path), "bert")
@@ -152,6 +176,7 @@ VARIANTS: dict[str, Callable[[Path], object]] = {
     "gguf_v2": gguf_v2,
     "big_endian": big_endian,
     "split_shard": split_shard,
+    "hybrid_per_layer": hybrid_per_layer,
     "no_hyperparameters": no_hyperparameters,
 }
 
@@ -171,6 +196,20 @@ EXPECTED: dict[str, dict[str, Any]] = {
     "gguf_v2": {"version": 2, "block_count": 2},
     "big_endian": {"version": 3, "head_count_kv": 8, "key_length": 8, "context_length": 1024},
     "split_shard": {"split_count": 3, "tensor_count": 1},
+    "hybrid_per_layer": {
+        "head_count": 8,
+        "head_count_kv": 2,
+        "head_count_kv_layers": (0, 2, 0, 0),
+        "feed_forward_layers": (0, 0, 128, 0),
+        "sliding_window_layers": (1, 0, 1, 1),
+        "sliding_window": 512,
+        "ssm_conv_kernel": 4,
+        "ssm_inner_size": 128,
+        "ssm_state_size": 16,
+        "ssm_group_count": 2,
+        "kv_lora_rank": 32,
+        "vocab_size": 300,
+    },
     "no_hyperparameters": {
         "architecture": "bert",
         "block_count": None,
@@ -192,13 +231,20 @@ def _largest(value: Any) -> Any:
     return max(value) if isinstance(value, list) else value
 
 
+def _per_layer(value: Any) -> Any:
+    return tuple(int(v) for v in value) if isinstance(value, list) and value else None
+
+
 def reader_info(path: Path) -> GgufInfo:
     """The summary as gguf.GGUFReader sees the file, with llama.cpp's defaults applied."""
     reader = gguf.GGUFReader(str(path))
 
-    def get(key: str) -> Any:
+    def raw(key: str) -> Any:
         field = reader.fields.get(key)
-        return None if field is None else _largest(field.contents())
+        return None if field is None else field.contents()
+
+    def get(key: str) -> Any:
+        return _largest(raw(key))
 
     arch = get("general.architecture")
     head_count = get(f"{arch}.attention.head_count")
@@ -221,6 +267,22 @@ def reader_info(path: Path) -> GgufInfo:
         tensor_bytes=sum(int(t.n_bytes) for t in reader.tensors),
         file_type=get("general.file_type"),
         split_count=get("split.count"),
+        head_count_kv_layers=_per_layer(raw(f"{arch}.attention.head_count_kv")),
+        feed_forward_layers=_per_layer(raw(f"{arch}.feed_forward_length")),
+        sliding_window_layers=_per_layer(raw(f"{arch}.attention.sliding_window_pattern")),
+        sliding_window=get(f"{arch}.attention.sliding_window"),
+        full_attention_interval=get(f"{arch}.full_attention_interval"),
+        ssm_conv_kernel=get(f"{arch}.ssm.conv_kernel"),
+        ssm_inner_size=get(f"{arch}.ssm.inner_size"),
+        ssm_state_size=get(f"{arch}.ssm.state_size"),
+        ssm_group_count=get(f"{arch}.ssm.group_count"),
+        shortconv_l_cache=get(f"{arch}.shortconv.l_cache"),
+        kv_lora_rank=get(f"{arch}.attention.kv_lora_rank"),
+        key_length_mla=get(f"{arch}.attention.key_length_mla"),
+        value_length_mla=get(f"{arch}.attention.value_length_mla"),
+        vocab_size=next(
+            (int(t.shape[1]) for t in reader.tensors if t.name == "token_embd.weight"), None
+        ),
     )
 
 
@@ -380,3 +442,22 @@ def test_parse_remote_reads_the_last_json_line() -> None:
     info = parse_remote(f"motd: welcome\n{line}\n")
     assert info is not None
     assert (info.version, info.tensor_count, info.block_count, info.head_count) == (3, 2, 32, None)
+
+
+@pytest.mark.skipif(shutil.which("python3") is None, reason="needs python3 on PATH")
+def test_remote_command_keeps_per_layer_arrays(tmp_path: Path) -> None:
+    path = tmp_path / "hybrid.gguf"
+    hybrid_per_layer(path)
+    info = parse_remote(_sh(remote_command(str(path))))
+    assert info == reader_info(path)
+    assert info is not None and info.head_count_kv_layers == (0, 2, 0, 0)
+
+
+@pytest.mark.parametrize(
+    "layers",
+    [[1, -2], "0,2", [1.5], [[1]], list(range(5000))],
+    ids=["negative", "string", "float", "nested", "too_long"],
+)
+def test_parse_remote_rejects_odd_per_layer_arrays(layers: object) -> None:
+    record = {"gguf": "ok", "version": 3, "tensor_count": 0, "head_count_kv_layers": layers}
+    assert parse_remote(json.dumps(record)) is None

@@ -11,7 +11,7 @@ from checks.services.gguf_header import GgufInfo, summary
 from checks.services.llama_server_args import server
 from provision import stack
 from provision.vram import (
-    LLAMA_OVERHEAD_MIB,
+    CUDA_CONTEXT_MIB,
     MIB,
     Budget,
     LlamaClaim,
@@ -83,6 +83,12 @@ def test_tensor_parallel_claims_each_of_its_gpus() -> None:
     assert held(result) == {0: {"tp": pytest.approx(22118.4)}, 1: {"tp": pytest.approx(22118.4)}}
 
 
+def overhead(model: GgufInfo, ubatch: int = 512) -> float:
+    """Compute buffers with flash attention (logits + 16 x n_embd f32 per token) + CUDA context."""
+    per_token = (model.vocab_size or 0) + 16 * (model.embedding_length or 0)
+    return 4 * ubatch * per_token / MIB + CUDA_CONTEXT_MIB
+
+
 def kv_mib(layers: int, ctx: int, elements: int, bytes_per_32: float) -> float:
     """K plus V of every layer, for `elements` per token and layer, in MiB."""
     return 2 * layers * ctx * elements * bytes_per_32 / 32 / MIB
@@ -94,9 +100,18 @@ LLAMA_CASES = {
         dict(gpus=(0,), ctx_size=4096),
         {0: ("all", 4096, 64.0)},
     ),
+    # 512 over 4 separate slots: 128 each, padded to 256 cells (llama-context.cpp)
     "ctx_0_is_context_length": (
         dict(gpus=(0,), ctx_size=0, parallel=4),
+        {0: ("all", 1024, 64.0)},
+    ),
+    "ctx_0_unified_slots": (
+        dict(gpus=(0,), ctx_size=0, parallel=4, kv_unified=True),
         {0: ("all", 512, 64.0)},
+    ),
+    "ctx_padded_to_256": (
+        dict(gpus=(0,), ctx_size=4000),
+        {0: ("all", 4096, 64.0)},
     ),
     "q8_0_cache": (
         dict(gpus=(0,), ctx_size=8192, cache_type_k="q8_0", cache_type_v="Q8_0"),
@@ -125,27 +140,43 @@ def test_llama_claim_from_a_real_gguf_header(tiny: GgufInfo, case: str) -> None:
     for index, (share, ctx, bytes_per_32) in expected.items():
         part = 1.0 if share == "all" else share
         want = (tiny.tensor_bytes or 0) / MIB * part + kv_mib(2, ctx, 64, bytes_per_32) * part
-        assert held(result)[index] == {"tiny": pytest.approx(want + LLAMA_OVERHEAD_MIB)}
+        assert held(result)[index] == {"tiny": pytest.approx(want + overhead(tiny))}
     untouched = {0, 1} - set(expected)
     assert all(held(result)[i] == {} for i in untouched)
 
 
 def test_llama_beside_a_replica_overflows(tiny: GgufInfo) -> None:
-    claims = [VllmClaim("a", (0,), 0.92), LlamaClaim("tiny", (0,), tiny, ctx_size=4096)]
+    claims = [VllmClaim("a", (0,), 0.98), LlamaClaim("tiny", (0,), tiny, ctx_size=4096)]
     result = budget(TWO_3090, claims)
     assert not result.fits
-    assert result.problems == [f"GPU 0 ({RTX_3090}): 24.1 GiB held of 24.0 GiB (over by 84.4 MiB)"]
+    assert result.problems == [f"GPU 0 ({RTX_3090}): 24.1 GiB held of 24.0 GiB (over by 68.5 MiB)"]
     (holder,) = [line for line in result.lines() if line.startswith("       tiny ")]
     assert holder.endswith(
-        "llama.cpp weights 0.4 MiB + KV 2.0 MiB (4096 ctx / 1 slots, f16/f16) + 2048 MiB overhead"
+        "llama.cpp weights 0.4 MiB + KV 2.0 MiB (4096 ctx / 1 slots, f16/f16) in 2 layers"
+        " + compute 2.5 MiB + CUDA 555 MiB"
     )
 
 
 def test_large_model_kv_at_32k_gqa() -> None:
     """Llama 3.1 8B's shape: 32 layers, 8 KV heads of 128; 32768 ctx of f16 is 4 GiB of KV."""
-    model = GgufInfo(3, "llama", 32, 131072, 4096, 32, 8, 128, 128, 292, 4_920_734_016, 15, None)
+    model = GgufInfo(
+        3,
+        "llama",
+        32,
+        131072,
+        4096,
+        32,
+        8,
+        128,
+        128,
+        292,
+        4_920_734_016,
+        15,
+        None,
+        vocab_size=128256,
+    )
     result = budget(TWO_3090, [LlamaClaim("l8b", (1,), model, ctx_size=32768)])
-    assert held(result)[1]["l8b"] == pytest.approx(4_920_734_016 / MIB + 4096 + 2048)
+    assert held(result)[1]["l8b"] == pytest.approx(4_920_734_016 / MIB + 4096 + overhead(model))
 
 
 @pytest.mark.parametrize(
@@ -219,19 +250,29 @@ def test_a_ctx_size_in_extra_args_counts(tiny: GgufInfo) -> None:
     extra = {**profile, "extra_args": ["-c", "65536", "-ctv", "q8_0", "-ngl", "1"]}
     more = stack.from_data({"llama_server_profiles": [extra]}).profiles[0]
     claims = [llama_claim(p.unit, server(p.name, p.args()), tiny) for p in (plain, more)]
-    assert claims[0] == LlamaClaim(plain.unit, (), tiny, 4096)
-    assert claims[1] == LlamaClaim(more.unit, (), tiny, 65536, 1, "f16", "q8_0", "1")
+    assert claims[0] == LlamaClaim(plain.unit, (), tiny, 4096, flash_attn="auto")
+    assert claims[1] == LlamaClaim(
+        more.unit, (), tiny, 65536, 1, "f16", "q8_0", "1", flash_attn="auto"
+    )
     one = budget(TWO_3090[:1], claims[:1])
     two = budget(TWO_3090[:1], claims[1:])
     # 16 times the context, a q8_0 V cache, and one layer of three on the GPU
     kv = kv_mib(2, 65536, 64, 64.0) / 2 + kv_mib(2, 65536, 64, 34.0) / 2
     assert held(two)[0][more.unit] == pytest.approx(
-        ((tiny.tensor_bytes or 0) / MIB + kv) / 3 + LLAMA_OVERHEAD_MIB
+        ((tiny.tensor_bytes or 0) / MIB + kv) / 3 + overhead(tiny)
     )
     assert held(two)[0][more.unit] > held(one)[0][plain.unit]
     (holder,) = [line for line in two.lines() if more.unit[:28] in line]
-    assert "(65536 ctx / 1 slots, f16/q8_0)" in holder and "1/3 layers" in holder
+    assert "(65536 ctx / 1 slots, f16/q8_0) in 2 layers" in holder and "1/3 layers" in holder
 
 
 def test_a_claim_leaves_unset_settings_to_llama_cpp(tiny: GgufInfo) -> None:
-    assert llama_claim("m", LlamaServer(parallel=-1), tiny) == LlamaClaim("m", (), tiny, 0)
+    """Without --parallel, llama-server runs 4 slots on one unified cache."""
+    assert llama_claim("m", LlamaServer(parallel=-1), tiny) == LlamaClaim(
+        "m", (), tiny, 0, 4, kv_unified=True
+    )
+    argv = ["-np", "2", "-ub", "1024", "--swa-full", "--ubatch-size=256", "-fa", "off"]
+    server_args = LlamaServer(parallel=2, flash_attn="off", argv=argv)
+    assert llama_claim("m", server_args, tiny) == LlamaClaim(
+        "m", (), tiny, 0, 2, flash_attn="off", n_ubatch=256, swa_full=True
+    )

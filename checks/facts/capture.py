@@ -1,7 +1,8 @@
 """Facts from captured outputs (`--from`): a facts or report JSON, or pasted command outputs.
 
-Pasted text is cleaned once (CRLF, ANSI colours, "> " quote prefixes) and every known format that
-detects itself in it parses it; several files merge into one host.
+Pasted text is cleaned once (CRLF, ANSI colours, "> " quote prefixes, inline HTML tags, the prefixes
+journald, syslog and log wrappers put before each line) and every known format that detects itself
+in it parses it; several files merge into one host.
 """
 
 from __future__ import annotations
@@ -19,6 +20,22 @@ from checks.facts.parsers import Format
 MAX_BYTES = 64 * 1024 * 1024
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _QUOTE = re.compile(r"^[ \t]*(?:>[ \t]?)+", re.MULTILINE)
+# Inline tags of HTML pasted into an issue ("<pre>deviceQuery...", "<b>CUDA Capability ...</b>").
+_TAGS = re.compile(r"</?(?:b|strong|i|em|pre|code|tt|kbd|br)\s*/?>", re.IGNORECASE)
+# What a log system puts before each line: syslog or `journalctl` ("Feb 28 12:44:31 host
+# ollama[854770]: ", a localised month "2月 21 ..."), `journalctl -o short-iso`
+# ("2025-02-28T12:44:31+0000 host proc[1]: "), a kernel timestamp ("[   12.442423] "), and
+# llama-box's elapsed time and level ("0.00.125.936 I "). Every run is bounded or stops at a
+# blank, so each line start is tried once.
+_LOG_PREFIX = re.compile(
+    r"^(?:(?:[^\s\d]{1,10}[ \t]{1,2}\d{1,2}|\d{1,2}月[ \t]{1,2}\d{1,2}日?)"
+    r"[ \t]\d\d:\d\d:\d\d(?:\.\d{1,9})?"
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?)"
+    r"[ \t][\w.-]{1,255}[ \t][\w./@-]{1,255}(?:\[\d{1,10}\])?:[ \t]"
+    r"|^\[[ \t]{0,12}\d{1,10}\.\d{1,9}\][ \t]"
+    r"|^\d{1,4}\.\d\d\.\d\d\d\.\d\d\d [DIWE] ?",
+    re.MULTILINE,
+)
 
 
 class CaptureError(Exception):
@@ -39,7 +56,9 @@ def clean(text: str) -> str:
     """Undo what terminals and issue trackers do to pasted output."""
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = _ANSI.sub("", text)
-    return _QUOTE.sub("", text)
+    text = _QUOTE.sub("", text)
+    text = _TAGS.sub("", text)
+    return _LOG_PREFIX.sub("", _LOG_PREFIX.sub("", text))
 
 
 def read(paths: Iterable[str]) -> list[Capture]:

@@ -17,6 +17,7 @@ from packaging.version import Version
 from checks import coverage, versions
 from checks.facts import capture, gpus
 from checks.facts.model import HostFacts, merge
+from checks.logs import logscan
 from checks.logs.logscan import Hit, Scan, Variant
 from checks.matrix import registry
 from checks.matrix.host import host_driver, host_driver_cuda
@@ -136,6 +137,9 @@ def context(facts: HostFacts, groups: Mapping[str, str], text: str) -> dict[str,
     return ctx
 
 
+_JETSON = re.compile(r"\b(?:Jetson|Orin|Xavier|Tegra|Thor)\b")
+
+
 def _arch_in_list(ctx: Mapping[str, str]) -> bool:
     arch = ctx.get("arch", "").strip("'\" ")
     listed = re.findall(r"[\w.]+", ctx.get("supported", ""))
@@ -156,6 +160,7 @@ PREDICATES: dict[str, Callable[[Mapping[str, str]], bool]] = {
         ctx.get("cc") == "12.1" and ctx.get("nvcc", "").startswith("13.0")
     ),
     "driver_below_550": lambda ctx: _driver_below(ctx, "550.0"),
+    "jetson_gpu": lambda ctx: bool(_JETSON.search(ctx.get("gpu", ""))),
     "site_turboquant": lambda ctx: "turboquant" in ctx.get("site", "").lower(),
     "site_modular_kernel": lambda ctx: "modular_kernel" in ctx.get("site", ""),
 }
@@ -177,7 +182,7 @@ def _variant(hit: Hit, ctx: Mapping[str, str]) -> Variant | None:
 
 
 def diagnose(scan: Scan, host: HostFacts | None = None) -> list[Diagnosis]:
-    """Findings for a scanned log, most specific first."""
+    """Findings for a scanned log: causes above the symptoms they explain, then most specific."""
     facts = log_facts(scan)
     if host is not None:
         merge(facts, host)
@@ -213,7 +218,30 @@ def diagnose(scan: Scan, host: HostFacts | None = None) -> list[Diagnosis]:
             )
         )
     out.sort(key=lambda d: (-d.score, d.evidence[0][0] if d.evidence else 0))
-    return _dedupe(out)
+    known = {s.id: s for s in logscan.signatures()}
+    known.update({hit.signature.id: hit.signature for hit in scan.hits.values()})
+    return _dedupe(rank(out, logscan.explained_by_closure(tuple(known.values()))))
+
+
+def rank(diagnoses: list[Diagnosis], explained_by: Mapping[str, frozenset[str]]) -> list[Diagnosis]:
+    """`diagnoses` (best first) reordered so that no finding comes before one that explains it.
+
+    A cause takes the place of the best-placed symptom it explains, whatever their scores; the
+    order is otherwise kept. `explained_by` is acyclic (signatures() refuses cycles).
+    """
+    left = list(diagnoses)
+    out = []
+    while left:
+        pick = left[0]
+        for _ in range(len(left)):
+            causes = explained_by.get(pick.signature, frozenset())
+            cause = next((d for d in left if d.signature in causes), None)
+            if cause is None:
+                break
+            pick = cause
+        out.append(pick)
+        left.remove(pick)
+    return out
 
 
 def _dedupe(diagnoses: list[Diagnosis]) -> list[Diagnosis]:

@@ -26,18 +26,22 @@ MAX_FACT_BYTES = 256 << 10
 EVIDENCE = 3
 
 # Every line a signature matches holds one of these (error, ERROR, failed, nvcc fatal, "requires",
-# graph capture, module signing). Few, shared anchors keep the prefilter fast: grep -F slows with
-# every string added, and a loop of bytes.find pays one pass per anchor. The signatures' match
-# fixtures prove the coverage: a signature whose lines lack an anchor cannot match them.
+# graph capture/capturing, module signing, PyTorch's OOM detail and vLLM's "max seq len" lines,
+# which are often pasted without their exception name). Few, shared anchors keep the prefilter
+# fast: grep -F slows with every string added, and a loop of bytes.find pays one pass per anchor.
+# The signatures' match fixtures prove the coverage: a signature whose lines lack an anchor cannot
+# match them.
 ANCHORS = (
     b"rror",
     b"RROR",
     b"ailed",
     b"fatal",
     b"requires",
-    b"apture",
+    b"aptur",
     b"Key was rejected",
     b"Required key",
+    b"Tried to allocate",
+    b"max seq len",
 )
 # Lines worth handing to the fact parsers: they name drivers, GPUs, versions and images.
 FACT_ANCHORS = (b"NVIDIA", b"ersion", b"apabilit", b"ARCHS", b"docker run")
@@ -78,6 +82,7 @@ class Signature:
     context: re.Pattern[str] | None = None
     window: int = 0
     variants: tuple[Variant, ...] = ()
+    explains: tuple[str, ...] = ()
 
 
 @dataclass
@@ -102,7 +107,7 @@ class Scan:
 
 @functools.cache
 def signatures() -> tuple[Signature, ...]:
-    """Every signature in checks/logs/signatures/*.toml."""
+    """Every signature in checks/logs/signatures/*.toml; refuses a bad `explains` (ValueError)."""
     out = []
     for _area, content in packaged.toml_folder("checks.logs", "signatures"):
         for raw in content["signature"]:
@@ -126,9 +131,49 @@ def signatures() -> tuple[Signature, ...]:
                         )
                         for v in raw.get("variant", ())
                     ),
+                    explains=tuple(raw.get("explains", ())),
                 )
             )
+    check_explains(out)
     return tuple(out)
+
+
+def check_explains(sigs: list[Signature] | tuple[Signature, ...]) -> None:
+    """Refuse `explains` that names an unknown signature, the signature itself, or makes a cycle.
+
+    `explains` lists the symptoms a signature's cause produces: when both hit one log, the cause
+    is ranked above them, so the relation must be a DAG over known ids.
+    """
+    known = {s.id for s in sigs}
+    for sig in sigs:
+        unknown = sorted(set(sig.explains) - known)
+        if unknown:
+            raise ValueError(f"signature {sig.id} explains unknown signatures: {unknown}")
+    closure = explained_by_closure(sigs)
+    for sig in sigs:
+        if sig.id in closure.get(sig.id, frozenset()):
+            raise ValueError(f"signature {sig.id} explains itself (through `explains`)")
+
+
+def explained_by_closure(
+    sigs: list[Signature] | tuple[Signature, ...],
+) -> dict[str, frozenset[str]]:
+    """For each signature id, every signature that explains it, directly or through others."""
+    direct: dict[str, set[str]] = {}
+    for sig in sigs:
+        for symptom in sig.explains:
+            direct.setdefault(symptom, set()).add(sig.id)
+    out: dict[str, frozenset[str]] = {}
+    for symptom in direct:
+        seen: set[str] = set()
+        todo = list(direct[symptom])
+        while todo:
+            cause = todo.pop()
+            if cause not in seen:
+                seen.add(cause)
+                todo.extend(direct.get(cause, ()))
+        out[symptom] = frozenset(seen)
+    return out
 
 
 def clean(line: str) -> str:

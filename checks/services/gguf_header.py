@@ -1,8 +1,9 @@
 """GGUF model headers read as a stream: metadata, tensor infos, and the sizes llama.cpp loads.
 
 Pure standard library (Python >= 3.7), so this file also runs as a script on a host that has
-only python3 (`remote_command`). Reading stops before the tensor data and keeps no arrays; odd or
-truncated input gives None, never an exception. Format: ggml-org/ggml docs/gguf.md, versions 2
+only python3 (`remote_command`). Reading stops before the tensor data; the only arrays kept are
+the per-layer hyperparameters (at most MAX_LAYERS entries each); odd or truncated input gives
+None, never an exception. Format: ggml-org/ggml docs/gguf.md, versions 2
 and 3 (version 3 adds big-endian files; version 1 used 32-bit counts and is not read).
 """
 
@@ -22,6 +23,7 @@ MAX_DIMS = 4  # GGML_MAX_DIMS
 MAX_KEY = 65535  # gguf.md: keys are at most 65535 bytes
 MAX_KEPT_STRING = 4096
 MAX_NESTING = 8
+MAX_LAYERS = 4096  # llama.cpp's LLAMA_MAX_LAYERS is 512; a longer per-layer array is not kept
 _CHUNK = 1 << 20
 
 # ggml type id: (name, elements per block, bytes per block). Equal to gguf.GGML_QUANT_SIZES.
@@ -90,10 +92,25 @@ _ARCH_KEYS = {
     "attention.head_count_kv": "head_count_kv",
     "attention.key_length": "key_length",
     "attention.value_length": "value_length",
+    "attention.sliding_window": "sliding_window",
+    "full_attention_interval": "full_attention_interval",
+    "ssm.conv_kernel": "ssm_conv_kernel",
+    "ssm.inner_size": "ssm_inner_size",
+    "ssm.state_size": "ssm_state_size",
+    "ssm.group_count": "ssm_group_count",
+    "shortconv.l_cache": "shortconv_l_cache",
+    "attention.kv_lora_rank": "kv_lora_rank",
+    "attention.key_length_mla": "key_length_mla",
+    "attention.value_length_mla": "value_length_mla",
+}
+# Keys that some models store as one value per layer: the summary keeps the array (as a tuple)
+# beside the largest value (head_count_kv) or instead of it.
+_LAYER_KEYS = {
+    "attention.head_count_kv": "head_count_kv_layers",
+    "feed_forward_length": "feed_forward_layers",
+    "attention.sliding_window_pattern": "sliding_window_layers",
 }
 _GENERAL_KEYS = ("general.architecture", "general.file_type", "split.count")
-# Keys that some models store as one value per layer; the largest is kept.
-_PER_LAYER = ("attention.head_count", "attention.head_count_kv")
 
 
 @dataclass(frozen=True)
@@ -124,6 +141,12 @@ class GgufInfo:
     to head_count and key/value_length to embedding_length / head_count, as in llama.cpp.
     tensor_bytes is None when a tensor has a type this module does not know. split_count > 1
     means the header is one file of a split model: its tensors are only that file's.
+
+    The fields after split_count size the KV cache and recurrent state as llama.cpp allocates
+    them: the per-layer arrays as stored (head_count_kv_layers: 0 marks a layer without
+    attention; sliding_window_layers: 1 marks a sliding-window layer), the sliding window, the
+    hybrid full_attention_interval, the ssm.* and shortconv sizes of recurrent layers, the MLA
+    latent sizes, and vocab_size (the token_embd tensor's second dimension).
     """
 
     version: int
@@ -139,6 +162,23 @@ class GgufInfo:
     tensor_bytes: int | None
     file_type: int | None
     split_count: int | None
+    head_count_kv_layers: tuple[int, ...] | None = None
+    feed_forward_layers: tuple[int, ...] | None = None
+    sliding_window_layers: tuple[int, ...] | None = None
+    sliding_window: int | None = None
+    full_attention_interval: int | None = None
+    ssm_conv_kernel: int | None = None
+    ssm_inner_size: int | None = None
+    ssm_state_size: int | None = None
+    ssm_group_count: int | None = None
+    shortconv_l_cache: int | None = None
+    kv_lora_rank: int | None = None
+    key_length_mla: int | None = None
+    value_length_mla: int | None = None
+    vocab_size: int | None = None
+
+
+_LAYER_FIELDS = tuple(_LAYER_KEYS.values())
 
 
 class _Malformed(Exception):
@@ -192,7 +232,11 @@ class _Stream:
 
 
 def _value(s: _Stream, vtype: int, keep: bool, depth: int = 0) -> object:
-    """Read one metadata value; return it when `keep`, else skip it (arrays: their int maximum)."""
+    """Read one metadata value; return it when `keep`, else skip it.
+
+    A kept array of integers or booleans gives its items as a tuple of ints (None past
+    MAX_LAYERS items); any other array gives None.
+    """
     if vtype in _SCALARS:
         return s.unpack(_SCALARS[vtype])
     if vtype == _STRING:
@@ -201,19 +245,22 @@ def _value(s: _Stream, vtype: int, keep: bool, depth: int = 0) -> object:
         raise _Malformed(f"value type {vtype}")
     item_type = s.count("I")
     n = s.count()
-    if item_type in _SCALARS and not (keep and item_type in _INTEGERS):
-        s.skip(n * struct.calcsize(_SCALARS[item_type]))
-        return None
-    largest: int | None = None
+    wanted = keep and depth == 0 and item_type in (*_INTEGERS, 7) and n <= MAX_LAYERS
+    if item_type in _SCALARS:
+        if not wanted:
+            s.skip(n * struct.calcsize(_SCALARS[item_type]))
+            return None
+        fmt = _SCALARS[item_type]
+        return tuple(int(s.unpack(fmt)) for _ in range(n))
     for _ in range(n):
-        item = _value(s, item_type, keep, depth + 1)
-        if isinstance(item, int) and not isinstance(item, bool):
-            largest = item if largest is None else max(largest, item)
-    return largest
+        _value(s, item_type, False, depth + 1)
+    return None
 
 
 def _wanted(key: str) -> bool:
-    return key in _GENERAL_KEYS or any(key.endswith("." + suffix) for suffix in _ARCH_KEYS)
+    return key in _GENERAL_KEYS or any(
+        key.endswith("." + suffix) for suffix in (*_ARCH_KEYS, *_LAYER_KEYS)
+    )
 
 
 def _tensor_infos(s: _Stream, count: int) -> Iterator[TensorInfo]:
@@ -231,6 +278,20 @@ def _tensor_infos(s: _Stream, count: int) -> Iterator[TensorInfo]:
 def _size(value: object) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
+    return None
+
+
+def _largest(value: object) -> int | None:
+    """A count stored as a scalar or per layer: the scalar, or the array's largest item."""
+    if isinstance(value, tuple):
+        return max((v for v in value if _size(v) is not None), default=None)
+    return _size(value)
+
+
+def _layers(value: object) -> tuple[int, ...] | None:
+    """A per-layer array of counts; None for a scalar, an empty array or a negative item."""
+    if isinstance(value, (tuple, list)) and value and all(_size(v) is not None for v in value):
+        return tuple(value)
     return None
 
 
@@ -257,14 +318,21 @@ def _read(stream: BinaryIO) -> GgufInfo | None:
         if keep:
             meta[key] = value
     tensor_bytes: int | None = 0
+    vocab_size: int | None = None
     for tensor in _tensor_infos(s, tensor_count):
         n_bytes = tensor.n_bytes
         tensor_bytes = None if n_bytes is None or tensor_bytes is None else tensor_bytes + n_bytes
+        if tensor.name == "token_embd.weight" and len(tensor.dims) == 2:
+            vocab_size = tensor.dims[1]
     named = meta.get("general.architecture")
     arch = named if isinstance(named, str) and named else None
     hp = {
-        name: _size(meta.get(f"{arch}.{suffix}")) if arch else None
+        name: _largest(meta.get(f"{arch}.{suffix}")) if arch else None
         for suffix, name in _ARCH_KEYS.items()
+    }
+    per_layer = {
+        name: _layers(meta.get(f"{arch}.{suffix}")) if arch else None
+        for suffix, name in _LAYER_KEYS.items()
     }
     head_count = hp["head_count"]
     head_count_kv = hp["head_count_kv"] if hp["head_count_kv"] is not None else head_count
@@ -284,6 +352,20 @@ def _read(stream: BinaryIO) -> GgufInfo | None:
         tensor_bytes=tensor_bytes,
         file_type=_size(meta.get("general.file_type")),
         split_count=_size(meta.get("split.count")),
+        head_count_kv_layers=per_layer["head_count_kv_layers"],
+        feed_forward_layers=per_layer["feed_forward_layers"],
+        sliding_window_layers=per_layer["sliding_window_layers"],
+        sliding_window=hp["sliding_window"],
+        full_attention_interval=hp["full_attention_interval"],
+        ssm_conv_kernel=hp["ssm_conv_kernel"],
+        ssm_inner_size=hp["ssm_inner_size"],
+        ssm_state_size=hp["ssm_state_size"],
+        ssm_group_count=hp["ssm_group_count"],
+        shortconv_l_cache=hp["shortconv_l_cache"],
+        kv_lora_rank=hp["kv_lora_rank"],
+        key_length_mla=hp["key_length_mla"],
+        value_length_mla=hp["value_length_mla"],
+        vocab_size=vocab_size,
     )
 
 
@@ -329,30 +411,19 @@ def _from_record(record: dict[str, object]) -> GgufInfo | None:
     arch = record.get("architecture")
     if arch is not None and not isinstance(arch, str):
         return None
-    n: dict[str, int | None] = {}
+    values: dict[str, object] = {f.name: None for f in fields(GgufInfo)}
+    values["architecture"] = arch
     for f in fields(GgufInfo):
         value = record.get(f.name)
-        n[f.name] = _size(value)
-        if f.name != "architecture" and value is not None and n[f.name] is None:
+        if f.name == "architecture" or value is None:
+            continue
+        kept = _layers(value) if f.name in _LAYER_FIELDS else _size(value)
+        if kept is None or (isinstance(kept, tuple) and len(kept) > MAX_LAYERS):
             return None
-    version, tensor_count = n["version"], n["tensor_count"]
-    if version is None or tensor_count is None:
+        values[f.name] = kept
+    if _size(values.get("version")) is None or _size(values.get("tensor_count")) is None:
         return None
-    return GgufInfo(
-        version=version,
-        architecture=arch,
-        block_count=n["block_count"],
-        context_length=n["context_length"],
-        embedding_length=n["embedding_length"],
-        head_count=n["head_count"],
-        head_count_kv=n["head_count_kv"],
-        key_length=n["key_length"],
-        value_length=n["value_length"],
-        tensor_count=tensor_count,
-        tensor_bytes=n["tensor_bytes"],
-        file_type=n["file_type"],
-        split_count=n["split_count"],
-    )
+    return GgufInfo(**values)  # type: ignore[arg-type]  # each value checked above
 
 
 def _report(path: str) -> dict[str, object]:

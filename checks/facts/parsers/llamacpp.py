@@ -8,11 +8,23 @@ from checks.facts.model import Gpu, HostFacts, LlamaCppBuild
 from checks.facts.parsers import Format, sections
 from checks.facts.probe import Probe
 
+# "  Device 0: NAME, compute capability 8.6, VMM: yes[, VRAM: 8150 MiB]" (ggml_cuda_init) and
+# "  Device 0: NAME, compute capability 6.1" (ggml_init_cublas, 2023); a user may bold the middle.
 _DEVICE = re.compile(
-    r"^[^\S\n]*Device (\d{1,4}): ([^\n]+?), compute capability (\d+\.\d+)(?:, VMM: (yes|no))?",
+    r"^[^\S\n]*Device (\d{1,4}): ([^\n]+?), \**compute capability (\d+\.\d+)\**"
+    r"(?:, VMM: (?:yes|no))?(?:, VRAM: (\d+) MiB)?",
     re.MULTILINE,
 )
-_CUDA_INIT = re.compile(r"^ggml_cuda_init: ", re.MULTILINE)
+# Since 2026, under "found 1 CUDA devices (Total VRAM: 7805 MiB):":
+# "  CUDA0: NAME (7805 MiB, 7546 MiB free)".
+_CUDA_DEVICE = re.compile(
+    r"^[^\S\n]*CUDA(\d{1,4}): ([^\n]*) \((\d+) MiB, \d+ MiB free\)[ \t]*$", re.M
+)
+# "llama_model_load_from_file_impl: using device CUDA0 (NAME) (0000:01:00.0) - 15055 MiB free";
+# the bus id is there since 2025. Read with str methods: the name may hold parentheses.
+_USING = "llama_model_load_from_file_impl: using device CUDA"
+_CUDA_INIT = re.compile(r"^[^\S\n]*(?:ggml_cuda_init|ggml_init_cublas): ", re.MULTILINE)
+_BUS = re.compile(r"(?:[0-9A-Fa-f]{4,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]")
 _SYSTEM_INFO = re.compile(r"^system_info: ([^\n]*)", re.MULTILINE)
 # "build: 9535 (da87e9b61) with cc ..." in logs; "version: 9535 (da87e9b61)" from --version.
 _BUILD = re.compile(r"^(?:build|version): (\d+) \(([0-9a-f]{6,40}|unknown)\)", re.MULTILINE)
@@ -77,10 +89,47 @@ def parse_llamacpp(text: str) -> HostFacts:
 
 
 def _devices(text: str) -> list[Gpu]:
+    """The CUDA devices of the start-up lines, by their CUDA index."""
     gpus: dict[int, Gpu] = {}
-    for index, name, capability, _vmm in _DEVICE.findall(text):
-        gpus.setdefault(int(index), Gpu(index=int(index), name=name, compute_capability=capability))
-    return list(gpus.values())
+    for index, name, capability, vram in _DEVICE.findall(text):
+        gpus.setdefault(
+            int(index),
+            Gpu(
+                index=int(index),
+                name=name,
+                compute_capability=capability,
+                memory_total_mib=int(vram) if vram else None,
+            ),
+        )
+    for index, name, total in _CUDA_DEVICE.findall(text):
+        gpu = gpus.setdefault(int(index), Gpu(index=int(index), name=name.strip() or None))
+        gpu.memory_total_mib = gpu.memory_total_mib or int(total)
+    for line in text.split("\n"):
+        used = _using_device(line)
+        if used is not None:
+            gpu = gpus.setdefault(used[0], Gpu(index=used[0], name=used[1]))
+            gpu.pci_bus_id = gpu.pci_bus_id or used[2]
+    return [gpus[index] for index in sorted(gpus)]
+
+
+def _using_device(line: str) -> tuple[int, str, str | None] | None:
+    """(CUDA index, name, bus id) of a "using device CUDA0 (NAME) [(BUS)] - N MiB free" line."""
+    start = line.find(_USING)
+    if start == -1 or not line.rstrip().endswith(" MiB free"):
+        return None
+    rest = line[start + len(_USING) :]
+    digits = len(rest) - len(rest.lstrip("0123456789"))
+    tail = rest.rfind(") - ")
+    if not 0 < digits <= 4 or not rest.startswith(" (", digits) or tail == -1:
+        return None
+    inner = rest[digits + 2 : tail]  # "NAME" or "NAME) (0000:01:00.0"
+    bus = None
+    name, sep, last = inner.rpartition(") (")
+    if sep and _BUS.fullmatch(last):
+        bus = last
+    else:
+        name = inner
+    return (int(rest[:digits]), name, bus) if name.strip() else None
 
 
 def _build(text: str) -> LlamaCppBuild:
@@ -140,6 +189,7 @@ def _cache(build: LlamaCppBuild, key: str, value: str) -> None:
 def detect_llamacpp(text: str) -> bool:
     return (
         _CUDA_INIT.search(text) is not None
+        or _USING in text
         or _SYSTEM_INFO.search(text) is not None
         or re.search(r"^GGML_CUDA:BOOL=", text, re.MULTILINE) is not None
         or re.search(r"^version: \d+ \([0-9a-f]{6,40}\)", text, re.MULTILINE) is not None

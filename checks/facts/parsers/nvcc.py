@@ -109,11 +109,42 @@ def _source(via: str, path: str) -> str:
     return root.group(1) if root else path
 
 
+# CMake's configure log: "-- The CUDA compiler identification is NVIDIA 11.3.109" is the nvcc it
+# found ("... is unknown" when it found none that works).
+_CMAKE_ID = re.compile(
+    r"^-- The CUDA compiler identification is NVIDIA (\d+\.\d+\.\d+)[ \t]*$", re.M
+)
+_CMAKE_NVCC = re.compile(
+    r"^-- Check for working CUDA compiler: (/\S*/nvcc)(?: - skipped)?[ \t]*$", re.M
+)
+
+
+def parse_cmake_cuda(text: str) -> HostFacts:
+    """CMake's CUDA compiler identification: the nvcc's version, and its path when checked."""
+    facts = HostFacts()
+    found = _CMAKE_ID.search(text)
+    if found is not None:
+        path = _CMAKE_NVCC.search(text)
+        version = found.group(1)
+        release = ".".join(version.split(".")[:2])
+        facts.toolkits.append(
+            Toolkit(path=path.group(1) if path else None, version=version, release=release)
+        )
+    return facts
+
+
+def detect_cmake_cuda(text: str) -> bool:
+    return _CMAKE_ID.search(text) is not None
+
+
 def detect_nvcc(text: str) -> bool:
     """nvcc's banner or a --list-gpu-arch listing."""
     return "Cuda compilation tools, release" in text or len(_ARCH.findall(text)) >= 3
 
 
-FORMATS = [Format("nvcc", detect_nvcc, parse_nvcc)]
+FORMATS = [
+    Format("nvcc", detect_nvcc, parse_nvcc),
+    Format("cmake CUDA compiler", detect_cmake_cuda, parse_cmake_cuda),
+]
 
 PROBES = [Probe("nvcc", NVCC_COMMAND, parse_nvcc, timeout=60.0)]

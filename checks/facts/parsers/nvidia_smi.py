@@ -316,6 +316,7 @@ def parse_query_csv(text: str) -> HostFacts:
     """
     facts = HostFacts()
     fields: list[str] | None = None
+    ordinal = 0  # rows come in GPU index order; a row with nothing else to name it gets its place
     for line in _lines(text):
         stripped = line.strip()
         if not stripped:
@@ -323,6 +324,7 @@ def parse_query_csv(text: str) -> HostFacts:
         command = _QUERY_GPU.search(stripped)
         if command is not None:
             fields = [_field(f) for f in command.group(1).split(",") if f]
+            ordinal = 0 if _SELECTED_GPUS.search(stripped) is None else -1
             continue
         if _other_query(stripped):
             fields = None
@@ -331,7 +333,15 @@ def parse_query_csv(text: str) -> HostFacts:
         if header is not None:
             fields = header
             continue
-        values = stripped.split(",") if "," in stripped else []
+        if fields is not None and len(fields) == 1 and "," not in stripped:
+            if _field(stripped) == fields[0]:
+                continue  # the one-column header
+            if not _single_value(fields[0], stripped):
+                fields = None  # the output ended
+                continue
+            values = [stripped]
+        else:
+            values = stripped.split(",") if "," in stripped else []
         use, strict = fields, False
         if use is None or len(use) != len(values):
             fields = None
@@ -348,7 +358,27 @@ def parse_query_csv(text: str) -> HostFacts:
         facts.driver.version = facts.driver.version or _version(row.get("driver_version"))
         if any(v is not None for v in (gpu.index, gpu.name, gpu.pci_bus_id, gpu.uuid)):
             facts.gpus.append(gpu)
+        elif ordinal >= 0 and gpu.compute_capability is not None:
+            gpu.index = ordinal
+            facts.gpus.append(gpu)
+        ordinal += 1 if ordinal >= 0 else 0
     return facts
+
+
+# "--id=0", "-i 0,1": the rows are of the GPUs named, not GPUs 0, 1, ... in order.
+_SELECTED_GPUS = re.compile(r"(?<![\w-])(?:--id[= ]|-i[= ]?\d)")
+# What one value of a one-column query looks like, for the fields with a shape of their own.
+_SHAPES = {
+    "compute_cap": re.compile(r"\d{1,2}\.\d"),
+    "driver_version": re.compile(r"\d{2,4}\.\d{1,3}(?:\.\d{1,3})?"),
+    "index": re.compile(r"\d{1,4}"),
+}
+
+
+def _single_value(field: str, value: str) -> bool:
+    """Whether `value` is a value of a one-column `--query-gpu=FIELD` output."""
+    shape = _SHAPES.get(field)
+    return shape is not None and shape.fullmatch(value) is not None
 
 
 # --- nvidia-smi -q -------------------------------------------------------------------------------

@@ -1,0 +1,98 @@
+"""provision.vram's estimate against what llama.cpp logged or users measured, per case.
+
+Run: .venv/bin/python -m benchmarks.vram_estimate_vs_logged
+Logged cases come from tests/fixtures/corpus/vram/ (KV / RS / compute lines); seed cases from
+../shared/seeds/ (000: Qwen3.5-35B-A3B UD-Q5_K_XL, 24.6 GB file, 262144 ctx q8_0 on an
+RTX 5090, 31.8 GB used; the dense 27B Q6_K_XL, 25.7 GB, q4_0 KV at 128K, 29.2 GB used).
+Hyperparameters not printed in a log are the models' published configs (marked "config").
+"""
+
+from __future__ import annotations
+
+from checks.services.gguf_header import GgufInfo
+from provision.vram import CUDA_CONTEXT_MIB, LlamaClaim, LlamaMemory, llama_memory
+
+GB = 1e9 / 2**20  # MiB per GB
+
+
+def _info(
+    arch: str, layers: int, embd: int, heads: int, kv: int, head_dim: int, **extra: int
+) -> GgufInfo:
+    return GgufInfo(
+        3, arch, layers, 262144, embd, heads, kv, head_dim, head_dim, 0, 0, None, None, **extra
+    )  # type: ignore[arg-type]
+
+
+QWEN35_SSM = dict(
+    full_attention_interval=4, ssm_conv_kernel=4, ssm_state_size=128, ssm_group_count=16
+)
+CASES = [
+    # name, model, claim settings, weights MiB, logged (kv, rs, compute, total) MiB
+    (
+        "qwen3vl-8b 16k q8_0 (lmstudio#1176)",
+        _info("qwen3vl", 36, 4096, 32, 8, 128, vocab_size=151936),
+        dict(ctx_size=16384, cache_type_k="q8_0", cache_type_v="q8_0"),
+        None,
+        (1224.00, 0.0, 352.77, None),
+    ),
+    (
+        "qwen3.5-9b rs 1 seq (llama-cpp-python#78)",
+        _info("qwen35", 32, 4096, 16, 4, 256, ssm_inner_size=4096, **QWEN35_SSM),
+        dict(ctx_size=4096),
+        None,
+        (None, 50.25, None, None),
+    ),
+    (
+        "qwen2.5-coder-32b 32k q8_0 (#11200, config)",
+        _info("qwen2", 64, 5120, 40, 8, 128, vocab_size=152064),
+        dict(ctx_size=32768, cache_type_k="q8_0", cache_type_v="q8_0", n_ubatch=256),
+        None,
+        (4352.00, 0.0, 237.51, None),
+    ),
+    (
+        "seed 000 qwen3.5-35b-a3b 262k q8_0 (config)",
+        _info(
+            "qwen35moe", 40, 2048, 16, 2, 256, ssm_inner_size=4096, vocab_size=248320, **QWEN35_SSM
+        ),
+        dict(
+            ctx_size=262144, parallel=4, kv_unified=True, cache_type_k="q8_0", cache_type_v="q8_0"
+        ),
+        24.6 * GB,
+        (None, None, None, 31.8 * GB),
+    ),
+    (
+        "seed 000 qwen3.5-27b 128k q4_0 (config)",
+        _info("qwen35", 64, 5120, 24, 4, 256, ssm_inner_size=6144, vocab_size=248320, **QWEN35_SSM),
+        dict(
+            ctx_size=131072, parallel=4, kv_unified=True, cache_type_k="q4_0", cache_type_v="q4_0"
+        ),
+        25.7 * GB,
+        (None, None, None, 29.2 * GB),
+    ),
+]
+
+
+def _ratio(estimate: float, logged: float | None) -> str:
+    if logged is None:
+        return "-"
+    ratio = f"{estimate / logged:5.3f}" if logged else "-"
+    return f"{estimate:9.2f} / {logged:9.2f} = {ratio}"
+
+
+def main() -> None:
+    for name, model, settings, weights, (kv, rs, compute, total) in CASES:
+        memory = llama_memory(LlamaClaim("m", (0,), model, **settings), model)  # type: ignore[arg-type]
+        if not isinstance(memory, LlamaMemory):
+            print(f"{name}: unknown ({memory})")
+            continue
+        print(name)
+        print(f"  kv      {_ratio(memory.kv_mib, kv)}")
+        print(f"  rs      {_ratio(memory.rs_mib, rs)}")
+        print(f"  compute {_ratio(memory.compute_mib, compute)}")
+        if weights is not None:
+            whole = weights + memory.kv_mib + memory.rs_mib + memory.compute_mib + CUDA_CONTEXT_MIB
+            print(f"  total   {_ratio(whole, total)}  (weights = file size)")
+
+
+if __name__ == "__main__":
+    main()

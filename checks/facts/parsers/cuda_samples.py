@@ -1,0 +1,66 @@
+"""The CUDA samples' deviceQuery (Linux and Windows): the driver's CUDA and one Gpu per device."""
+
+from __future__ import annotations
+
+import re
+
+from checks.facts.model import Gpu, HostFacts
+from checks.facts.parsers import Format
+from checks.facts.probe import Probe
+
+_BANNER = "CUDA Device Query (Runtime API)"
+_DEVICE = re.compile(r'^Device (\d{1,4}): "([^"\n]*)"[ \t]*$', re.MULTILINE)
+_VERSIONS = re.compile(
+    r"^[ \t]*CUDA Driver Version / Runtime Version[ \t]+(\d+\.\d+)[ \t]*/[ \t]*\d+\.\d+",
+    re.MULTILINE,
+)
+_CAPABILITY = re.compile(
+    r"^[ \t]*CUDA Capability Major/Minor version number:[ \t]*(\d+\.\d+)", re.MULTILINE
+)
+_MEMORY = re.compile(r"^[ \t]*Total amount of global memory:[ \t]*(\d+) MBytes", re.MULTILINE)
+_PCI = re.compile(
+    r"^[ \t]*Device PCI Domain ID / Bus ID / location ID:[ \t]*(\d{1,5}) / (\d{1,3}) / (\d{1,3})",
+    re.MULTILINE,
+)
+# The summary line at the end: "deviceQuery, CUDA Driver = CUDART, CUDA Driver Version = 12.8, ..."
+_SUMMARY = re.compile(r"deviceQuery, CUDA Driver = CUDART, CUDA Driver Version = (\d+\.\d+)")
+
+
+def parse_device_query(text: str) -> HostFacts:
+    """`deviceQuery`: the CUDA the driver supports, and each device's name, capability, memory.
+
+    The device number is CUDA's, the index nvidia-smi uses unless CUDA_DEVICE_ORDER or
+    CUDA_VISIBLE_DEVICES reorders them; deviceQuery prints the PCI bus in decimal.
+    """
+    facts = HostFacts()
+    devices = list(_DEVICE.finditer(text))
+    for i, device in enumerate(devices):
+        end = devices[i + 1].start() if i + 1 < len(devices) else len(text)
+        block = text[device.end() : end]
+        gpu = Gpu(index=int(device.group(1)), name=device.group(2).strip() or None)
+        capability = _CAPABILITY.search(block)
+        gpu.compute_capability = capability.group(1) if capability else None
+        memory = _MEMORY.search(block)
+        gpu.memory_total_mib = int(memory.group(1)) if memory else None
+        pci = _PCI.search(block)
+        if pci is not None:
+            domain, bus, slot = (int(part) for part in pci.groups())
+            gpu.pci_bus_id = f"{domain:08X}:{bus:02X}:{slot:02X}.0"
+        facts.gpus.append(gpu)
+        versions = _VERSIONS.search(block)
+        if versions is not None:
+            facts.driver.cuda_version = facts.driver.cuda_version or versions.group(1)
+    summary = _SUMMARY.search(text)
+    if summary is not None:
+        facts.driver.cuda_version = facts.driver.cuda_version or summary.group(1)
+    return facts
+
+
+def detect_device_query(text: str) -> bool:
+    return _BANNER in text or _SUMMARY.search(text) is not None
+
+
+FORMATS = [Format("deviceQuery", detect_device_query, parse_device_query)]
+
+# No probe: deviceQuery is built from the CUDA samples, not installed with the driver.
+PROBES: list[Probe] = []

@@ -1,0 +1,82 @@
+"""Ollama's server log: the GPUs it found, their capability, and the driver behind them.
+
+Its "inference compute" line names each GPU (`name=`, or `description=` since name became
+"CUDA0"), its `compute=` capability and the CUDA the driver supports (`driver=12.3`); with
+OLLAMA_DEBUG the path of the libcuda it loads carries the driver's version
+(libcuda.so.570.86.16). A journald or syslog prefix is taken off before (see capture.clean).
+"""
+
+from __future__ import annotations
+
+import re
+
+from checks.facts.model import Gpu, HostFacts
+from checks.facts.parsers import Format
+from checks.facts.probe import Probe
+
+_PAIR = re.compile(r'(?<![\w.])([\w.]{1,40})=("[^"\n]{0,1024}"|[^\s"]+)')  # a bounded quote
+_MSG = re.compile(r'\bsource=[\w.]+:\d+ msg="?')
+# "initializing /usr/lib/x86_64-linux-gnu/libcuda.so.570.86.16" (gpu.go, debug) and
+# library=/usr/lib/.../libcuda.so.545.23.08 in "detected GPUs"; a compat libcuda is not the driver.
+_LIBCUDA = re.compile(
+    r"(?:^initializing |\blibrary=)([^\s=]*/libcuda\.so\.(\d{3}\.\d{1,3}(?:\.\d{1,3})?))(?![\w.])"
+)
+_DRIVER_CUDA = re.compile(r"^CUDA driver version: (\d+\.\d+)[ \t]*$", re.MULTILINE)
+_UUID_CAPABILITY = re.compile(r"^\[(GPU-[0-9a-fA-F-]{8,})\] Compute Capability (\d+\.\d+)[ \t]*$")
+_GPU_MSGS = ('msg="inference compute"', 'msg="updating cuda memory data"')
+_CC = re.compile(r"\d{1,2}\.\d")
+
+
+def _pairs(line: str) -> dict[str, str]:
+    return {key: value.strip('"') for key, value in _PAIR.findall(line)}
+
+
+def parse_ollama(text: str) -> HostFacts:
+    """Ollama's log: GPUs by their UUID, the driver's CUDA, the driver from libcuda's path."""
+    facts = HostFacts()
+    gpus: dict[str, Gpu] = {}
+    for line in text.split("\n"):
+        line = line.strip()
+        capability = _UUID_CAPABILITY.match(line)
+        if capability is not None:
+            gpu = gpus.setdefault(capability.group(1), Gpu(uuid=capability.group(1)))
+            gpu.compute_capability = gpu.compute_capability or capability.group(2)
+            continue
+        library = _LIBCUDA.search(line)
+        if library is not None and "compat" not in library.group(1):
+            facts.driver.version = facts.driver.version or library.group(2)
+        if not any(msg in line for msg in _GPU_MSGS):
+            continue
+        pairs = _pairs(line)
+        if pairs.get("library", "cuda").lower() != "cuda":
+            continue
+        uuid = pairs.get("id") or pairs.get("gpu")
+        if not uuid or not uuid.startswith("GPU-"):
+            continue
+        gpu = gpus.setdefault(uuid, Gpu(uuid=uuid))
+        name = pairs.get("description") or pairs.get("name")
+        if name and not re.fullmatch(r"CUDA\d+", name):
+            gpu.name = gpu.name or name
+        compute = pairs.get("compute", "")
+        if _CC.fullmatch(compute) and compute != "0.0":
+            gpu.compute_capability = gpu.compute_capability or compute
+        driver = pairs.get("driver", "")
+        if re.fullmatch(r"\d{1,2}\.\d{1,2}", driver):
+            facts.driver.cuda_version = facts.driver.cuda_version or driver
+    cuda = _DRIVER_CUDA.search(text)
+    if cuda is not None:
+        facts.driver.cuda_version = facts.driver.cuda_version or cuda.group(1)
+    facts.gpus = list(gpus.values())
+    return facts
+
+
+def detect_ollama(text: str) -> bool:
+    return _MSG.search(text) is not None and (
+        any(msg in text for msg in _GPU_MSGS) or "libcuda.so." in text
+    )
+
+
+FORMATS = [Format("ollama log", detect_ollama, parse_ollama)]
+
+# No probe: the log is the server's, read from a paste.
+PROBES: list[Probe] = []

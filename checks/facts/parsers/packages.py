@@ -1,0 +1,54 @@
+"""Installed Debian packages (`dpkg -l`, `apt list --installed`): the driver and the toolkit.
+
+The driver package carries the userspace driver's version (nvidia-384 384.81-0ubuntu1,
+nvidia-driver-535 535.183.01-0ubuntu1); nvidia-container-toolkit the Container Toolkit's.
+Only installed packages count: dpkg's "ii", apt's "[installed...]".
+"""
+
+from __future__ import annotations
+
+import re
+
+from checks.facts.model import HostFacts
+from checks.facts.parsers import Format
+from checks.facts.probe import Probe
+
+_DPKG = re.compile(r"^ii[ \t]+([a-z0-9][\w.+-]*?)(?::[\w-]+)?[ \t]+(\S+)[ \t]+\S+", re.MULTILINE)
+_APT = re.compile(
+    r"^([a-z0-9][\w.+-]*)/\S+[ \t]+(\S+)[ \t]+\S+[ \t]+\[installed[\],]", re.MULTILINE
+)
+_DRIVER_PACKAGE = re.compile(
+    r"nvidia-(?:driver-)?\d{3}(?:-open|-server|-server-open)?|libnvidia-compute-\d{3}(?:-server)?"
+)
+_DRIVER_VERSION = re.compile(r"(?:\d+:)?(\d{3}\.\d{1,3}(?:\.\d{1,3})?)(?![\d.])")
+_TOOLKIT_VERSION = re.compile(r"(?:\d+:)?(\d+\.\d+\.\d+)")
+
+
+def _installed(text: str) -> list[tuple[str, str]]:
+    return _DPKG.findall(text) + _APT.findall(text)
+
+
+def parse_packages(text: str) -> HostFacts:
+    """The driver's version from its package, and the Container Toolkit's."""
+    facts = HostFacts()
+    for name, version in _installed(text):
+        if _DRIVER_PACKAGE.fullmatch(name) and facts.driver.version is None:
+            driver = _DRIVER_VERSION.match(version)
+            facts.driver.version = driver.group(1) if driver else None
+        elif name == "nvidia-container-toolkit" and facts.containers.toolkit_version is None:
+            toolkit = _TOOLKIT_VERSION.match(version)
+            facts.containers.toolkit_version = toolkit.group(1) if toolkit else None
+    return facts
+
+
+def detect_packages(text: str) -> bool:
+    return any(
+        _DRIVER_PACKAGE.fullmatch(name) or name == "nvidia-container-toolkit"
+        for name, _ in _installed(text)
+    )
+
+
+FORMATS = [Format("dpkg -l / apt list", detect_packages, parse_packages)]
+
+# No probe: the driver and toolkit probes ask the tools themselves.
+PROBES: list[Probe] = []

@@ -1,0 +1,72 @@
+"""capture.clean: the prefixes logs and issue trackers put before pasted lines come off; the text
+of the outputs themselves stays as it was."""
+
+from __future__ import annotations
+
+import pytest
+
+from checks.facts import capture
+
+# (pasted line, the line the parsers read); each from a capture in tests/fixtures/corpus/captures/.
+STRIPPED = [
+    # journald, syslog month (ollama/ollama#9415)
+    (
+        "Feb 28 12:44:32 ai-server ollama[854770]: initializing"
+        " /usr/lib/x86_64-linux-gnu/libcuda.so.570.86.16",
+        "initializing /usr/lib/x86_64-linux-gnu/libcuda.so.570.86.16",
+    ),
+    # journalctl with a localised month (ollama/ollama#9245)
+    ("2月 21 13:31:11 tc ollama[285585]: CUDA driver version: 12.3", "CUDA driver version: 12.3"),
+    # /var/log/kern.log: syslog, then the kernel's timestamp (MrMEEE/ironhide#97)
+    (
+        "Oct  3 14:01:56 megatron kernel: [   12.442423] NVRM: loading NVIDIA UNIX x86 Kernel"
+        " Module  285.03  Mon Aug 15 02:36:51 PDT 2011",
+        "NVRM: loading NVIDIA UNIX x86 Kernel Module  285.03  Mon Aug 15 02:36:51 PDT 2011",
+    ),
+    # journalctl -o short-iso
+    (
+        "2025-02-28T12:44:31+0000 ai-server ollama[854770]: device count 1",
+        "device count 1",
+    ),
+    # llama-box's elapsed time and level (gpustack/llama-box#14)
+    (
+        "0.00.125.955 I   Device 0: NVIDIA GeForce RTX 3090, compute capability 8.6, VMM: yes",
+        "  Device 0: NVIDIA GeForce RTX 3090, compute capability 8.6, VMM: yes",
+    ),
+    # HTML pasted into an issue (AlexeyAB/darknet#3334)
+    (
+        "  <b>CUDA Capability Major/Minor version number:    5.2</b>",
+        "  CUDA Capability Major/Minor version number:    5.2",
+    ),
+]
+
+KEPT = [
+    "Fri Oct  2 23:54:29 2020",  # nvidia-smi's clock line
+    "Sun Dec  4 17:42:13 2022",
+    "ggml_cuda_init: found 4 CUDA devices:",
+    "GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-513536b6-7d19-9063-b049-1e69664bb298)",
+    "llama_model_loader: - kv   0:    general.architecture str    = qwen2",
+    'time=2025-05-05T16:11:49.762-07:00 level=INFO source=gpu.go:319 msg="detected OS VRAM"',
+    "-- The CUDA compiler identification is NVIDIA 11.3.109",
+    "<nvidia_smi_log>",
+]
+
+
+@pytest.mark.parametrize(("pasted", "read"), STRIPPED)
+def test_log_prefixes_come_off(pasted: str, read: str) -> None:
+    assert capture.clean(pasted + "\n") == read + "\n"
+
+
+@pytest.mark.parametrize("line", KEPT)
+def test_output_lines_stay(line: str) -> None:
+    assert capture.clean(line + "\n") == line + "\n"
+
+
+def test_prefixed_output_reads_like_the_bare_output() -> None:
+    bare = (
+        "ggml_cuda_init: found 1 CUDA devices:\n  Device 0: Quadro GP100, compute capability 6.0\n"
+    )
+    prefixed = "".join(
+        f"Jan  1 20:22:43 host llama-server[911]: {line}\n" for line in bare.splitlines()
+    )
+    assert capture.recognise(capture.clean(prefixed)) == capture.recognise(bare)

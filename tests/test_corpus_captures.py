@@ -1,0 +1,97 @@
+"""Real pasted captures from public threads, each read by `gpuprov facts --from`: the driver, its
+CUDA, the GPUs and their compute capabilities come out as the text shows them.
+
+tests/fixtures/corpus/captures/ holds the captures as they were pasted (cut where the paste was
+cut), MANIFEST.tsv there their source and what gpuprov must read: `driver` (the NVIDIA driver,
+userspace or else the loaded kernel module, as the checks take it), `cuda` (the CUDA version the
+driver reports, never the toolkit's), `gpus` (names in order, `;`-separated, `?` for a GPU whose
+name the text does not show) and `ccs` (their compute capabilities, from the text or the GPU
+catalogue, `-` where unknown); a lone `-` is a fact the text does not show. `status` "ok", or
+"gap: <what is missing>": a strict xfail, so reading it right fails the test until the row is
+updated.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from provision.cli import app
+from tests.conftest import FIXTURES
+
+CAPTURES = FIXTURES / "corpus" / "captures"
+LISTING = CAPTURES / "MANIFEST.tsv"
+COLUMNS = ["file", "kind", "source", "driver", "cuda", "gpus", "ccs", "status"]
+
+
+def manifest() -> list[dict[str, str]]:
+    with LISTING.open(newline="") as stream:
+        return list(csv.DictReader(stream, delimiter="\t", quoting=csv.QUOTE_NONE))
+
+
+def _cases() -> list[object]:
+    cases: list[object] = []
+    for row in manifest():
+        marks = []
+        if row["status"].startswith("gap:"):
+            marks = [pytest.mark.xfail(strict=True, reason=f"not read yet: {row['status']}")]
+        cases.append(pytest.param(row, id=row["file"], marks=marks))
+    return cases
+
+
+def read_facts(path: Path) -> dict[str, Any]:
+    """The facts JSON `gpuprov facts --json --from path` prints; the command must succeed."""
+    result = CliRunner().invoke(app, ["facts", "--json", "--from", str(path)])
+    assert result.exit_code == 0, result.output
+    facts: dict[str, Any] = json.loads(result.stdout)
+    return facts
+
+
+def expected(
+    row: dict[str, str],
+) -> tuple[str | None, str | None, list[str | None], list[str | None]]:
+    """(driver, cuda, GPU names, compute capabilities) as the row states them."""
+
+    def one(value: str) -> str | None:
+        return None if value in ("-", "?") else value
+
+    names = [] if row["gpus"] == "-" else [one(n) for n in row["gpus"].split(";")]
+    ccs = [one(c) for c in row["ccs"].split(";")] if names else []
+    return one(row["driver"]), one(row["cuda"]), names, ccs
+
+
+def read(
+    facts: dict[str, Any],
+) -> tuple[str | None, str | None, list[str | None], list[str | None]]:
+    """The same four facts from the facts JSON."""
+    driver = facts["driver"]
+    gpus = facts["gpus"]
+    return (
+        driver["version"] or driver["kernel_module_version"],
+        driver["cuda_version"],
+        [gpu["name"] for gpu in gpus],
+        [gpu["compute_capability"] for gpu in gpus],
+    )
+
+
+@pytest.mark.parametrize("row", _cases())
+def test_the_facts_are_what_the_capture_shows(row: dict[str, str]) -> None:
+    assert read(read_facts(CAPTURES / row["file"])) == expected(row)
+
+
+def test_every_capture_is_listed_with_its_source() -> None:
+    rows = manifest()
+    files = sorted(p.name for p in CAPTURES.iterdir() if p.name != "MANIFEST.tsv")
+    assert sorted(row["file"] for row in rows) == files
+    for row in rows:
+        assert list(row) == COLUMNS and None not in row.values(), row["file"]
+        assert row["source"].startswith("https://"), row["file"]
+        assert row["status"] == "ok" or row["status"].startswith("gap: "), row["file"]
+        names, ccs = expected(row)[2:]
+        assert len(names) == len(ccs), row["file"]
+        assert row["ccs"] == "-" or names, row["file"]

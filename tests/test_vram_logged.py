@@ -1,0 +1,198 @@
+"""The KV cache and recurrent state of `provision.vram.llama_memory` against llama.cpp's logs.
+
+Each case writes a header-only GGUF (no tensors) carrying the metadata the log prints, and pins
+the KV / RS MiB llama.cpp logged (tests/fixtures/corpus/vram/MANIFEST.tsv). The formulas are
+deterministic, so the match is exact to the logged two decimals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import gguf
+import pytest
+
+from checks.services.gguf_header import GgufInfo, summary
+from provision.vram import LlamaClaim, LlamaMemory, llama_memory
+
+CORPUS = Path(__file__).parent / "fixtures" / "corpus" / "vram"
+
+
+def _write(path: Path, arch: str, fill: Callable[[gguf.GGUFWriter], None]) -> GgufInfo:
+    w = gguf.GGUFWriter(str(path), arch)
+    fill(w)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    with path.open("rb") as stream:
+        info = summary(stream)
+    assert info is not None
+    return info
+
+
+def qwen3vl(w: gguf.GGUFWriter) -> None:
+    """lmstudio-bug-tracker#1176: 36 layers, n_embd_k_gqa 1024 (8 KV heads of 128)."""
+    w.add_block_count(36)
+    w.add_context_length(262144)
+    w.add_embedding_length(4096)
+    w.add_head_count(32)
+    w.add_head_count_kv(8)
+    w.add_key_length(128)
+    w.add_value_length(128)
+
+
+def qwen35_9b(w: gguf.GGUFWriter) -> None:
+    """JamePeng/llama-cpp-python#78: print_info's ssm_* lines; 32 layers, every 4th attention."""
+    w.add_block_count(32)
+    w.add_context_length(262144)
+    w.add_embedding_length(4096)
+    w.add_head_count(16)
+    w.add_head_count_kv(4)
+    w.add_key_length(256)
+    w.add_value_length(256)
+    w.add_full_attention_interval(4)
+    w.add_ssm_conv_kernel(4)
+    w.add_ssm_inner_size(4096)
+    w.add_ssm_state_size(128)
+    w.add_ssm_time_step_rank(32)
+    w.add_ssm_group_count(16)
+
+
+def qwen25_coder_32b(w: gguf.GGUFWriter) -> None:
+    """ggml-org/llama.cpp#11200: n_layer = 64 (logged); 8 KV heads of 128 (Qwen2.5-32B)."""
+    w.add_block_count(64)
+    w.add_context_length(32768)
+    w.add_embedding_length(5120)
+    w.add_head_count(40)
+    w.add_head_count_kv(8)
+
+
+def _logged(file: str) -> str:
+    return (CORPUS / file).read_text(encoding="utf-8", errors="replace")
+
+
+# (corpus file, arch, metadata, claim settings, logged line, kv MiB, rs MiB)
+CASES = {
+    "qwen3vl_q8_0_16k": (
+        "vram_qwen3vl_q8kv_lmstudio__lmstudio-1176_cuda0.txt",
+        "qwen3vl",
+        qwen3vl,
+        dict(ctx_size=16384, cache_type_k="q8_0", cache_type_v="q8_0"),
+        "size = 1224.00 MiB ( 16384 cells,  36 layers,  1/1 seqs)",
+        1224.00,
+        0.0,
+    ),
+    "qwen35_9b_rs_1_seq": (
+        "vram_qwen35-9b_hybrid_rs__jamepeng-llamacpppython-78_cuda0.txt",
+        "qwen35",
+        qwen35_9b,
+        dict(ctx_size=4096),
+        "size =   50.25 MiB (     1 cells,  32 layers,  1 seqs)",
+        None,
+        50.25,
+    ),
+    "qwen25_coder_32b_q8_0_32k": (
+        "vram_qwen25coder-32b_q8kv_2gpu__llamacpp-11200_2x3090ti.txt",
+        "qwen2",
+        qwen25_coder_32b,
+        dict(ctx_size=32768, cache_type_k="q8_0", cache_type_v="q8_0"),
+        "KV self size  = 4352.00 MiB",
+        4352.00,
+        0.0,
+    ),
+}
+
+
+def memory(tmp_path: Path, case: str) -> LlamaMemory:
+    _, arch, fill, settings, *_ = CASES[case]
+    model = _write(tmp_path / f"{case}.gguf", arch, fill)
+    result = llama_memory(LlamaClaim("m", (0,), model, **settings), model)  # type: ignore[arg-type]
+    assert isinstance(result, LlamaMemory), result
+    return result
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_kv_and_rs_equal_the_logged_sizes(tmp_path: Path, case: str) -> None:
+    file, _, _, _, line, kv, rs = CASES[case]
+    assert line in _logged(file)
+    result = memory(tmp_path, case)
+    if kv is not None:
+        assert result.kv_mib == pytest.approx(kv, rel=0.01)
+        assert round(result.kv_mib, 2) == kv
+    assert result.rs_mib == pytest.approx(rs, rel=0.01)
+    assert round(result.rs_mib, 2) == rs
+
+
+def test_qwen35_layers_split_as_logged(tmp_path: Path) -> None:
+    """Layers 3, 7, ... 31 are "skipped" by the recurrent memory: they hold the KV cache."""
+    text = _logged(CASES["qwen35_9b_rs_1_seq"][0])
+    assert "layer  31: skipped" in text and "layer  30: dev = CUDA0" in text
+    result = memory(tmp_path, "qwen35_9b_rs_1_seq")
+    assert (result.kv_layers, result.rs_layers) == (8, 24)
+
+
+def test_seed_000_kv_at_262k_q8_0(tmp_path: Path) -> None:
+    """Qwen3.5-35B-A3B (40 layers, 10 with attention, 2 KV heads of 256) at 262144 q8_0: only
+    the 10 attention layers hold KV (2720 MiB), where all 40 used to be counted."""
+
+    def fill(w: gguf.GGUFWriter) -> None:
+        w.add_block_count(40)
+        w.add_context_length(262144)
+        w.add_embedding_length(2048)
+        w.add_head_count(16)
+        w.add_head_count_kv(2)
+        w.add_key_length(256)
+        w.add_value_length(256)
+        w.add_full_attention_interval(4)
+        w.add_ssm_conv_kernel(4)
+        w.add_ssm_inner_size(4096)
+        w.add_ssm_state_size(128)
+        w.add_ssm_group_count(16)
+
+    model = _write(tmp_path / "a3b.gguf", "qwen35moe", fill)
+    claim = LlamaClaim("m", (0,), model, 262144, 1, "q8_0", "q8_0")
+    result = llama_memory(claim, model)
+    assert isinstance(result, LlamaMemory)
+    assert result.kv_mib == pytest.approx(10 * 262144 * 2 * 512 * 34 / 32 / 2**20)
+    assert (result.kv_layers, result.rs_layers, result.cells) == (10, 30, 262144)
+
+
+def test_sliding_window_layers_hold_window_plus_ubatch(tmp_path: Path) -> None:
+    """gpt-oss: every other layer slides over 128 tokens; those hold pad(128 + 512) = 768 cells,
+    and --swa-full gives them the whole context again."""
+
+    def fill(w: gguf.GGUFWriter) -> None:
+        w.add_block_count(24)
+        w.add_context_length(131072)
+        w.add_embedding_length(2880)
+        w.add_head_count(64)
+        w.add_head_count_kv(8)
+        w.add_key_length(64)
+        w.add_value_length(64)
+        w.add_sliding_window(128)
+
+    model = _write(tmp_path / "gptoss.gguf", "gpt-oss", fill)
+    per_cell = 2 * 8 * 64 * 2 / 2**20
+    iswa = llama_memory(LlamaClaim("m", (0,), model, 65536), model)
+    full = llama_memory(LlamaClaim("m", (0,), model, 65536, swa_full=True), model)
+    assert isinstance(iswa, LlamaMemory) and isinstance(full, LlamaMemory)
+    assert iswa.swa_layers == 12
+    assert iswa.kv_mib == pytest.approx(12 * 65536 * per_cell + 12 * 768 * per_cell)
+    assert full.kv_mib == pytest.approx(24 * 65536 * per_cell)
+
+
+def test_unknown_recurrent_architecture_stays_unknown(tmp_path: Path) -> None:
+    def fill(w: gguf.GGUFWriter) -> None:
+        w.add_block_count(4)
+        w.add_context_length(4096)
+        w.add_head_count(4)
+        w.add_head_count_kv(4)
+        w.add_embedding_length(64)
+        w.add_ssm_inner_size(128)
+
+    model = _write(tmp_path / "falcon.gguf", "falcon-h1", fill)
+    assert llama_memory(LlamaClaim("m", (0,), model, 4096), model) == (
+        "recurrent state of falcon-h1 not modelled"
+    )
