@@ -1,4 +1,4 @@
-"""The gpuprov command line: check, facts, rules, explain, plan, apply (and testhost).
+"""The gpuprov command line: check, facts, rules, explain, fit, plan, apply (and testhost).
 
 Exit codes: 0 clean, 1 a finding reached --fail-on, 2 usage errors or unreadable input, 3 an
 internal error (one line; `gpuprov --debug ...` shows its traceback).
@@ -15,6 +15,7 @@ import typer
 from typer.core import TyperGroup
 
 from checks.facts.model import HostFacts
+from provision import fit_cli
 from provision.output import Explanation, Facts, Rules, emit, printable
 
 if TYPE_CHECKING:
@@ -280,6 +281,9 @@ def apply(
         settle=settle,
     )
     raise typer.Exit(code)
+
+
+app.command(name="fit")(fit_cli.fit)
 
 
 def _testhost_app() -> typer.Typer:

@@ -483,3 +483,47 @@ def _size(mib: float | None) -> str:
 
 def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
+
+
+@dataclass(frozen=True)
+class LlamaShare:
+    """One GPU's share of a llama-server, part by part in MiB, as `budget` counts it; ``layers``
+    is "n/m" when --n-gpu-layers offloads only n of the m layers (the rest stay in RAM)."""
+
+    weights_mib: float
+    kv_mib: float
+    rs_mib: float
+    compute_mib: float
+    cuda_mib: float
+    memory: LlamaMemory
+    layers: str
+
+    @property
+    def total_mib(self) -> float:
+        return self.weights_mib + self.kv_mib + self.rs_mib + self.compute_mib + self.cuda_mib
+
+
+def llama_share(claim: LlamaClaim, n_gpus: int) -> LlamaShare | str:
+    """What one of `n_gpus` GPUs holds of `claim` (the parts `budget` adds up for it); a reason
+    string when the header does not say enough."""
+    model = claim.model
+    if model is None:
+        return "model header unknown"
+    if model.split_count is not None and model.split_count > 1:
+        return f"split model ({model.split_count} files)"
+    if model.tensor_bytes is None:
+        return "a tensor type is unknown"
+    memory = llama_memory(claim, model)
+    if isinstance(memory, str):
+        return memory
+    share, layers = _offload(claim.gpu_layers, model.block_count)
+    n = max(n_gpus, 1)
+    return LlamaShare(
+        weights_mib=model.tensor_bytes * share / n / MIB,
+        kv_mib=memory.kv_mib * share / n,
+        rs_mib=memory.rs_mib * share / n,
+        compute_mib=memory.compute_mib,
+        cuda_mib=CUDA_CONTEXT_MIB,
+        memory=memory,
+        layers=layers,
+    )

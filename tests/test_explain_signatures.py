@@ -90,6 +90,26 @@ def test_near_file_does_not_hit(signature_id: str, path: Path) -> None:
     assert signature_id not in hits, hits[signature_id].evidence if signature_id in hits else ""
 
 
+# Signatures whose near misses are neighbouring kernel or loader messages that may hold no anchor
+# (NVRM naming vfio-pci): their patterns alone must refuse every near line, prefilter or not.
+PATTERN_NEAR = (
+    "nova-core-bound",
+    "open-module-no-gsp",
+    "open-module-unsupported-gpu",
+    "wsl-libcuda-not-symlink",
+    "uvm-hmm-init-failure",
+)
+
+
+@pytest.mark.parametrize("signature_id", PATTERN_NEAR)
+def test_near_lines_miss_the_pattern_itself(signature_id: str) -> None:
+    sig = next(s for s in logscan.signatures() if s.id == signature_id)
+    paths = sorted((SIGNATURE_CASES / signature_id).glob("near*.log"))
+    lines = [logscan.clean(raw) for p in paths for raw in p.read_text().splitlines()]
+    assert paths and lines
+    assert [line for line in lines if sig.pattern.search(line)] == []
+
+
 def test_fixture_set_covers_pasted_log_shapes() -> None:
     """Colour codes, CRLF, markdown fences with quote marks, and a non-UTF-8 byte all occur."""
     blobs = [p.read_bytes() for p in SIGNATURE_CASES.glob("*/*.log")]

@@ -2,7 +2,8 @@
 
 The host (tests/fixtures/stack/rtx5090-driver575-stale-tools.json) has three errors about things
 a llama.cpp-only deploy does not use: an old torch in a venv (ARCH-001), Docker without the
-container toolkit (CTR-004), and an nvcc 13.0 the 575 driver cannot run builds of (DRV-001).
+container toolkit (CTR-004), and an nvcc 13.0 the 575 driver cannot run builds of (DRV-001) and that
+miscompiles llama.cpp for its RTX 5090 (LCPP-001).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def test_llama_only_deploy_is_not_blocked_by_what_it_does_not_use() -> None:
     g = judged({"llama_server_profiles": [PROFILE]})
     assert g.nvcc == "/usr/local/cuda-12.9/bin/nvcc"
     found = verdicts(g)
-    assert set(found) == {"ARCH-001", "CTR-004", "DRV-001"}
+    assert set(found) == {"ARCH-001", "CTR-004", "DRV-001", "LCPP-001"}
     assert not any(blocks for blocks, _ in found.values())
     assert found["CTR-004"][1] == "this inventory runs no containers here"
     assert "torch 2.6.0+cu126" in found["ARCH-001"][1]
@@ -49,7 +50,8 @@ def test_the_nvcc_the_build_compiles_with_blocks() -> None:
     g = judged({"llama_server_profiles": [PROFILE], "llama_cpp_cuda_compiler": NVCC_13})
     blocks, why = verdicts(g)["DRV-001"]
     assert blocks and why == f"the llama.cpp build compiles with CUDA toolkit {NVCC_13}"
-    assert [f.rule for f in g.blockers()] == ["DRV-001"]
+    # LCPP-001 (nvcc 13.0 on sm_120) twice: the toolkit itself and the planned build using it
+    assert [f.rule for f in g.blockers()] == ["DRV-001", "LCPP-001", "LCPP-001"]
     assert g.blocked
 
 

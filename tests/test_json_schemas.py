@@ -22,6 +22,7 @@ from provision.converge_cli import Converge
 from provision.deploy import HostOutcome, OpResult, Run
 from provision.output import emit
 from tests.conftest import FIXTURES, REAL
+from tests.support import tiny_gguf
 from tests.test_gate_vllm import R1, R2, judged
 
 GPUPROV = Path(sys.executable).parent / "gpuprov"
@@ -33,6 +34,7 @@ SCHEMA_OF = {
     "rules": "rules",
     "plan": "converge",
     "apply": "converge",
+    "fit": "fit",
 }
 RTX_3060 = str(REAL / "nvsmi_xml__telegraf_rtx-3060-v12.xml")
 RTX_5090_OLD_DRIVER = str(FIXTURES / "rules" / "DRV-004" / "fail.json")
@@ -51,6 +53,10 @@ RUNS: dict[str, list[list[str]]] = {
     "explain": [["explain", "--json", *LOGS], ["explain", "--json", LOGS[0], "--from", RTX_3060]],
     "rules": [["rules", "--json"], ["rules", "CTR-002", "--json"]],
     "plan": [["plan", "{inventory}", "--json"]],
+    "fit": [
+        ["fit", "{model}", "--ctx", "512", "--from", RTX_3060, "--json"],
+        ["fit", "{model}", "--ctx", "512", "--gpu", "tiny:100", "--json"],
+    ],
 }
 CASES = [(command, argv) for command, runs in RUNS.items() for argv in runs]
 
@@ -72,7 +78,8 @@ def gpuprov(argv: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]
     facts.write_text(json.dumps({"schema_version": 1, "driver": {}, **case["facts"]}))
     inventory = tmp_path / "inv.py"
     inventory.write_text(INVENTORY)
-    args = [a.format(facts=facts, inventory=inventory) for a in argv]
+    model = tiny_gguf.write(tmp_path / "model.gguf")
+    args = [a.format(facts=facts, inventory=inventory, model=model) for a in argv]
     return subprocess.run(
         [str(GPUPROV), *args], capture_output=True, text=True, timeout=120, check=False
     )

@@ -49,6 +49,20 @@ def test_nvcc_for_gb10_skips_13_0() -> None:
     assert "LCPP-001" in rec.basis
 
 
+def test_nvcc_for_sm_120_on_a_580_driver_skips_13_0() -> None:
+    """nvcc 13.0 breaks llama.cpp MMQ kernels on sm_120 too (LCPP-001): 12.9.1 on a 580 driver."""
+    rec = recommend.nvcc(_facts("580.105.08", "12.0"))
+    assert rec.value == "CUDA 12.9.1", rec
+    assert "LCPP-001" in rec.basis
+    assert recommend.build_release(_facts("580.105.08", "12.0")) == "12.9.1"
+    assert recommend.nvcc(_facts("580.105.08", "8.9")).value == "CUDA 13.0.2"
+
+
+def test_nvcc_for_blackwell_on_a_590_driver_is_13_1() -> None:
+    assert recommend.nvcc(_facts("590.48.01", "12.0")).value == "CUDA 13.1.1"
+    assert recommend.nvcc(_facts("590.48.01", "12.1")).value == "CUDA 13.1.1"
+
+
 def test_nvcc_for_rtx_5090_skips_13_2_before_update_2() -> None:
     rec = recommend.nvcc(_facts("595.58.03", "12.0"))
     assert rec.value == "CUDA 13.1.1", rec

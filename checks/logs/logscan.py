@@ -27,10 +27,13 @@ EVIDENCE = 3
 
 # Every line a signature matches holds one of these (error, ERROR, failed, nvcc fatal, "requires",
 # graph capture/capturing, module signing, PyTorch's OOM detail and vLLM's "max seq len" lines,
-# which are often pasted without their exception name). Few, shared anchors keep the prefilter
-# fast: grep -F slows with every string added, and a loop of bytes.find pays one pass per anchor.
-# The signatures' match fixtures prove the coverage: a signature whose lines lack an anchor cannot
-# match them.
+# which are often pasted without their exception name; the kernel's refusals of the open module,
+# "nvidia.ko" also in wrapped pastes without their NVRM: prefix, and of a GPU nova_core holds;
+# ollama's "cuda driver library init failure" and ldconfig's "is not a symbolic link"). Few,
+# specific anchors keep the prefilter fast: grep -F slows with every string added, a loop of
+# bytes.find pays one pass per anchor, and every candidate line is matched against every
+# signature (so not "NVRM", which prefixes every line of a driver's dmesg). The signatures' match
+# fixtures prove the coverage: a signature whose lines lack an anchor cannot match them.
 ANCHORS = (
     b"rror",
     b"RROR",
@@ -42,6 +45,10 @@ ANCHORS = (
     b"Required key",
     b"Tried to allocate",
     b"max seq len",
+    b"nvidia.ko",
+    b"NovaCore",
+    b"init failure",
+    b"symbolic link",
 )
 # Lines worth handing to the fact parsers: they name drivers, GPUs, versions and images.
 FACT_ANCHORS = (b"NVIDIA", b"ersion", b"apabilit", b"ARCHS", b"docker run")

@@ -394,7 +394,8 @@ def llamacpp_arch_coverage(facts: HostFacts, params: Mapping[str, Any]) -> Itera
 
 @evaluator
 def nvcc_known_bad(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
-    gpus = [g for g in facts.gpus if g.compute_capability == params["compute_capability"]]
+    wanted = params["compute_capabilities"]
+    gpus = [g for g in facts.gpus if g.compute_capability in wanted]
     if not gpus:
         return
     # (what, the best version known, whether that version is the toolkit update itself)
@@ -416,6 +417,7 @@ def nvcc_known_bad(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Matc
             "subject": subject,
             "nvcc": str(nvcc),
             "gpu": gpu_label(gpus[0]),
+            "cc": gpus[0].compute_capability or "",
             "case": "update_unknown" if params.get("good_updates") and not is_update else "",
             "good_updates": ", ".join(params.get("good_updates", [])),
         }

@@ -76,8 +76,8 @@ Judge = Callable[[HostFacts, Mapping[str, Any], str, bool], bool]
 
 
 def _known_bad(facts: HostFacts, params: Mapping[str, Any], nvcc: str, is_update: bool) -> bool:
-    wanted = params["compute_capability"]
-    on_gpu = any(g.compute_capability == wanted for g in facts.gpus)
+    wanted = params["compute_capabilities"]
+    on_gpu = any(g.compute_capability in wanted for g in facts.gpus)
     return on_gpu and miscompiles(nvcc, is_update, params)
 
 

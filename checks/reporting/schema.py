@@ -26,6 +26,8 @@ from checks.reporting.report import REPORT_SCHEMA_VERSION
 
 # plan/apply JSON is built in provision/converge_cli.py, which cannot be imported from here.
 CONVERGE_SCHEMA_VERSION = 2
+# fit JSON is built in provision/fit_cli.py (Fit.to_json), for the same reason.
+FIT_SCHEMA_VERSION = 1
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 _SCALARS = {str: "string", int: "integer", bool: "boolean", float: "number"}
@@ -220,12 +222,74 @@ def converge_schema() -> dict[str, Any]:
     return _document("converge", "gpuprov plan or apply", CONVERGE_SCHEMA_VERSION, properties, defs)
 
 
+def fit_schema() -> dict[str, Any]:
+    """`gpuprov fit --json`: one llama-server's estimate per GPU, the GPUs, the verdict."""
+    number, integer = {"type": "number"}, {"type": "integer"}
+    properties = {
+        "model": _closed(
+            {
+                "path": _STRING,
+                "architecture": _nullable(_STRING),
+                "block_count": _nullable(integer),
+                "context_length": _nullable(integer),
+            }
+        ),
+        "settings": _closed(
+            {
+                "ctx": integer,
+                "parallel": integer,
+                "kv_unified": {"type": "boolean"},
+                "cache_type_k": _STRING,
+                "cache_type_v": _STRING,
+                "flash_attn": _STRING,
+                "ubatch": integer,
+                "n_gpu_layers": _STRING,
+            }
+        ),
+        "per_gpu": _closed(
+            {
+                "weights_mib": number,
+                "kv_mib": number,
+                "kv_layers": integer,
+                "swa_layers": integer,
+                "cells": integer,
+                "recurrent_mib": number,
+                "recurrent_layers": integer,
+                "compute_mib": number,
+                "cuda_context_mib": number,
+                "total_mib": number,
+                "offloaded_layers": _nullable(_STRING),
+                "notes": _STRINGS,
+            }
+        ),
+        "gpus_from": _STRING,
+        "gpus": {
+            "type": "array",
+            "items": _closed(
+                {
+                    "index": integer,
+                    "name": _STRING,
+                    "total_mib": _nullable(integer),
+                    "held_mib": number,
+                    "free_mib": _nullable(number),
+                }
+            ),
+        },
+        "fits": _nullable({"type": "boolean"}),
+        "problems": _STRINGS,
+        "largest_ctx": _nullable(integer),
+        "search_limit": integer,
+    }
+    return _document("fit", "gpuprov fit estimate", FIT_SCHEMA_VERSION, properties, {})
+
+
 SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
     "report": report_schema,
     "facts": facts_schema,
     "explain": explain_schema,
     "rules": rules_schema,
     "converge": converge_schema,
+    "fit": fit_schema,
 }
 
 
