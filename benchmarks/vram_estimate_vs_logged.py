@@ -18,9 +18,8 @@ GB = 1e9 / 2**20  # MiB per GB
 def _info(
     arch: str, layers: int, embd: int, heads: int, kv: int, head_dim: int, **extra: int
 ) -> GgufInfo:
-    return GgufInfo(
-        3, arch, layers, 262144, embd, heads, kv, head_dim, head_dim, 0, 0, None, None, **extra
-    )  # type: ignore[arg-type]
+    fields = (3, arch, layers, 262144, embd, heads, kv, head_dim, head_dim, 0, 0, None, None)
+    return GgufInfo(*fields, **extra)  # type: ignore[arg-type]
 
 
 QWEN35_SSM = dict(
@@ -48,6 +47,41 @@ CASES = [
         dict(ctx_size=32768, cache_type_k="q8_0", cache_type_v="q8_0", n_ubatch=256),
         None,
         (4352.00, 0.0, 237.51, None),
+    ),
+    (
+        "llama-3.1-70b 4k no-FA, RPC CPU device (arm-learning-paths)",
+        _info("llama", 80, 8192, 64, 8, 128, vocab_size=128256),
+        dict(ctx_size=4096, flash_attn="off"),
+        None,
+        (1280.00, 0.0, 588.01, None),
+    ),
+    (
+        "phi-3-mini 4k ub256 no-FA, CUDA0 (tgwebui log)",
+        _info("phi3", 32, 3072, 32, 32, 96, vocab_size=32064),
+        dict(ctx_size=4096, flash_attn="off", n_ubatch=256),
+        None,
+        (1536.00, 0.0, 150.00, None),
+    ),
+    (
+        "gpt-oss-20b iswa 131k ub2048, Metal (M5 log)",
+        _info("gpt-oss", 24, 2880, 64, 8, 64, vocab_size=201088, sliding_window=128),
+        dict(ctx_size=131072, n_ubatch=2048),
+        None,
+        (3126.00, 0.0, 1672.08, None),
+    ),
+    (
+        "gemma-2-2b iswa 8k 4 slots unified, CPU (llama-server log)",
+        _info("gemma2", 26, 2304, 8, 4, 256, vocab_size=256000, sliding_window=4096),
+        dict(ctx_size=8192, parallel=4, kv_unified=True),
+        None,
+        (832.00, 0.0, 509.00, None),
+    ),
+    (
+        "qwen3.5-0.8b 262k 4 slots unified, CPU (llama-server log)",
+        _info("qwen35", 24, 1024, 8, 2, 256, ssm_inner_size=2048, vocab_size=248320, **QWEN35_SSM),
+        dict(ctx_size=262144, parallel=4, kv_unified=True),
+        None,
+        (3072.00, 77.06, 786.02, None),
     ),
     (
         "seed 000 qwen3.5-35b-a3b 262k q8_0 (config)",

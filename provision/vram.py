@@ -287,13 +287,14 @@ def _recurrent_bytes(model: GgufInfo, recurrent: list[str], slots: int) -> int |
 
 
 def _compute_mib(model: GgufInfo, ubatch: int, flash: bool, cells: int) -> float | None:
-    """One GPU's compute buffers: logits and activations of one ubatch, and without flash
-    attention the f32 scores of every head (and the mask) over the whole cache."""
+    """One GPU's compute buffers: activations of one ubatch on top of the larger of its logits
+    and, without flash attention, the f32 scores of every head (and the mask) over the whole
+    cache. ggml-alloc frees the scores before the output layer, so the two share memory."""
     if model.vocab_size is None or model.embedding_length is None:
         return None
-    per_token = model.vocab_size + ACTIVATION_WIDTH * model.embedding_length
     scores = 0 if flash else ((model.head_count or 0) + 1) * cells
-    return 4 * ubatch * (per_token + scores) / MIB
+    per_token = max(model.vocab_size, scores) + ACTIVATION_WIDTH * model.embedding_length
+    return 4 * ubatch * per_token / MIB
 
 
 @dataclass(frozen=True)

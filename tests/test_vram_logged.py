@@ -69,6 +69,67 @@ def qwen25_coder_32b(w: gguf.GGUFWriter) -> None:
     w.add_head_count_kv(8)
 
 
+def llama31_70b(w: gguf.GGUFWriter) -> None:
+    """arm-learning-paths (RPC): print_info n_layer 80, n_head_kv 8, n_embd_head_k 128."""
+    w.add_block_count(80)
+    w.add_context_length(131072)
+    w.add_embedding_length(8192)
+    w.add_head_count(64)
+    w.add_head_count_kv(8)
+    w.add_key_length(128)
+    w.add_value_length(128)
+
+
+def phi3_mini(w: gguf.GGUFWriter) -> None:
+    """text-generation-webui log: n_layer 32, n_head_kv 32 (no GQA), n_embd_head_k 96."""
+    w.add_block_count(32)
+    w.add_context_length(4096)
+    w.add_embedding_length(3072)
+    w.add_head_count(32)
+    w.add_head_count_kv(32)
+
+
+def gpt_oss_20b(w: gguf.GGUFWriter) -> None:
+    """Metal log: 24 layers, n_swa 128 (every other layer), n_head_kv 8, n_embd_head_k 64."""
+    w.add_block_count(24)
+    w.add_context_length(131072)
+    w.add_embedding_length(2880)
+    w.add_head_count(64)
+    w.add_head_count_kv(8)
+    w.add_key_length(64)
+    w.add_value_length(64)
+    w.add_sliding_window(128)
+
+
+def gemma2_2b(w: gguf.GGUFWriter) -> None:
+    """CPU log: 26 layers, n_swa 4096 (every other layer), n_head_kv 4, n_embd_head_k 256."""
+    w.add_block_count(26)
+    w.add_context_length(8192)
+    w.add_embedding_length(2304)
+    w.add_head_count(8)
+    w.add_head_count_kv(4)
+    w.add_key_length(256)
+    w.add_value_length(256)
+    w.add_sliding_window(4096)
+
+
+def qwen35_08b(w: gguf.GGUFWriter) -> None:
+    """CPU log: 24 layers, every 4th attention (2 KV heads of 256), ssm_d_inner 2048."""
+    w.add_block_count(24)
+    w.add_context_length(262144)
+    w.add_embedding_length(1024)
+    w.add_head_count(8)
+    w.add_head_count_kv(2)
+    w.add_key_length(256)
+    w.add_value_length(256)
+    w.add_full_attention_interval(4)
+    w.add_ssm_conv_kernel(4)
+    w.add_ssm_inner_size(2048)
+    w.add_ssm_state_size(128)
+    w.add_ssm_time_step_rank(16)
+    w.add_ssm_group_count(16)
+
+
 def _logged(file: str) -> str:
     return (CORPUS / file).read_text(encoding="utf-8", errors="replace")
 
@@ -101,6 +162,51 @@ CASES = {
         "KV self size  = 4352.00 MiB",
         4352.00,
         0.0,
+    ),
+    "llama31_70b_f16_4k_no_flash": (
+        "vram_llama31-70b_rpc_2dev_noflash__arm-learning-paths.txt",
+        "llama",
+        llama31_70b,
+        dict(ctx_size=4096, flash_attn="off"),
+        "size = 1280.00 MiB (  4096 cells,  80 layers,  1/1 seqs)",
+        1280.00,
+        0.0,
+    ),
+    "phi3_mini_f16_4k_no_gqa": (
+        "vram_phi3-mini_4k_ub256_noflash__tgwebui-note_rtx3070.txt",
+        "phi3",
+        phi3_mini,
+        dict(ctx_size=4096, flash_attn="off", n_ubatch=256),
+        "size = 1536.00 MiB (  4096 cells,  32 layers,  1 seqs)",
+        1536.00,
+        0.0,
+    ),
+    "gpt_oss_20b_iswa_131k_ub2048": (
+        "vram_gpt-oss-20b_iswa_131k_ub2048__metal-m5.txt",
+        "gpt-oss",
+        gpt_oss_20b,
+        dict(ctx_size=131072, n_ubatch=2048),
+        "creating     SWA KV cache, size = 2304 cells",
+        3072.00 + 54.00,
+        0.0,
+    ),
+    "gemma2_2b_iswa_4_slots_unified": (
+        "vram_gemma2-2b_iswa_4seq_unified__cpu-llama-server.txt",
+        "gemma2",
+        gemma2_2b,
+        dict(ctx_size=8192, parallel=4, kv_unified=True),
+        "size =  416.00 MiB (  8192 cells,  13 layers,  4/1 seqs)",
+        416.00 + 416.00,
+        0.0,
+    ),
+    "qwen35_08b_262k_4_slots_unified": (
+        "vram_qwen35-0.8b_hybrid_262k_4seq__cpu-llama-server.txt",
+        "qwen35",
+        qwen35_08b,
+        dict(ctx_size=262144, parallel=4, kv_unified=True),
+        "size =   77.06 MiB (     4 cells,  24 layers,  4 seqs)",
+        3072.00,
+        77.06,
     ),
 }
 
