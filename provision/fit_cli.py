@@ -126,30 +126,34 @@ def host_gpus() -> tuple[list[Gpu], str]:
     return sized(facts.gpus, "this host (NVML)")
 
 
-def claim_for(
-    path: str,
-    model: GgufInfo,
-    ctx: int,
-    parallel: int | None,
-    cache_type_k: str,
-    cache_type_v: str,
-    flash_attn: str,
-    ubatch: int | None,
-    gpu_layers: str | None,
-) -> LlamaClaim:
+@dataclass(frozen=True)
+class Settings:
+    """llama-server's settings as `fit` takes them; None is llama-server's default."""
+
+    ctx: int
+    parallel: int | None = None
+    cache_type_k: str = "f16"
+    cache_type_v: str = "f16"
+    flash_attn: str = "auto"
+    ubatch: int | None = None
+    gpu_layers: str | None = None
+
+
+def claim_for(path: str, model: GgufInfo, settings: Settings) -> LlamaClaim:
     """The claim a llama-server started with these arguments makes, read as the gate reads a
     profile's arguments (llama-server's defaults where one is left out)."""
     from checks.services import llama_server_args
     from provision import vram
 
-    argv = ["-m", path, "-c", str(ctx), "-ctk", cache_type_k, "-ctv", cache_type_v]
-    argv += ["-fa", flash_attn]
-    if parallel is not None:
-        argv += ["-np", str(parallel)]
-    if ubatch is not None:
-        argv += ["-ub", str(ubatch)]
-    if gpu_layers is not None:
-        argv += ["-ngl", gpu_layers]
+    s = settings
+    argv = ["-m", path, "-c", str(s.ctx), "-ctk", s.cache_type_k, "-ctv", s.cache_type_v]
+    argv += ["-fa", s.flash_attn]
+    if s.parallel is not None:
+        argv += ["-np", str(s.parallel)]
+    if s.ubatch is not None:
+        argv += ["-ub", str(s.ubatch)]
+    if s.gpu_layers is not None:
+        argv += ["-ngl", s.gpu_layers]
     server = llama_server_args.server("fit", argv)
     return vram.llama_claim(_label(path), server, model)
 
@@ -301,22 +305,15 @@ def lines(fit: Fit) -> list[str]:
     return out
 
 
-def run(
-    path: str,
-    ctx: int,
-    parallel: int | None,
-    cache_type_k: str,
-    cache_type_v: str,
-    flash_attn: str,
-    ubatch: int | None,
-    gpu_layers: str | None,
-    gpu_specs: Sequence[str],
-    sources: Sequence[str],
-) -> Fit:
+def run(path: str, settings: Settings, gpu_specs: Sequence[str], sources: Sequence[str]) -> Fit:
     """Read, estimate and judge; FitError for input that cannot be used."""
     from provision import vram
 
-    for flag, name in (("--cache-type-k", cache_type_k), ("--cache-type-v", cache_type_v)):
+    gpu_layers = settings.gpu_layers
+    for flag, name in (
+        ("--cache-type-k", settings.cache_type_k),
+        ("--cache-type-v", settings.cache_type_v),
+    ):
         if name.strip().lower() not in vram.KV_CACHE_TYPES:
             known = ", ".join(vram.KV_CACHE_TYPES)
             raise FitError(f"{flag} {name!r}: not a cache type llama.cpp takes ({known})")
@@ -329,9 +326,7 @@ def run(
     if gpu_specs and sources:
         raise FitError("give --gpu or --from, not both")
     model = read_model(path)
-    claim = claim_for(
-        path, model, ctx, parallel, cache_type_k, cache_type_v, flash_attn, ubatch, gpu_layers
-    )
+    claim = claim_for(path, model, settings)
     gpus, where = _gpus(gpu_specs, sources)
     share = vram.llama_share(claim, len(gpus))
     if isinstance(share, str):
@@ -409,18 +404,10 @@ def fit(
     Exit 0 when it fits (or there is no GPU to fit in), 1 when it does not, 2 for bad input.
     """
     try:
-        result = run(
-            model,
-            ctx,
-            parallel,
-            cache_type_k,
-            cache_type_v,
-            flash_attn.value,
-            ubatch,
-            gpu_layers,
-            gpu or [],
-            from_ or [],
+        settings = Settings(
+            ctx, parallel, cache_type_k, cache_type_v, flash_attn.value, ubatch, gpu_layers
         )
+        result = run(model, settings, gpu or [], from_ or [])
     except FitError as exc:
         print(f"gpuprov: {printable(str(exc))}", file=sys.stderr)
         raise typer.Exit(2) from None

@@ -94,7 +94,9 @@ def test_a_model_that_fits_an_rtx_5090(model: Path) -> None:
 
 
 def test_the_parts_add_up_to_what_the_budget_holds(model: Path) -> None:
-    claim = fit_cli.claim_for(str(model), header(model), 65536, 2, "q8_0", "q8_0", "on", 1024, None)
+    claim = fit_cli.claim_for(
+        str(model), header(model), fit_cli.Settings(65536, 2, "q8_0", "q8_0", "on", 1024)
+    )
     share = vram.llama_share(claim, 2)
     assert isinstance(share, vram.LlamaShare)
     gpus = [Gpu(index=i, name="g", memory_total_mib=24576) for i in range(2)]
@@ -116,7 +118,7 @@ def test_a_model_that_does_not_fit_exits_1_and_says_by_how_much(model: Path) -> 
 def test_the_largest_context_is_the_last_that_fits(model: Path) -> None:
     info = header(model)
     gpus = [Gpu(index=0, name="g", memory_total_mib=12288)]
-    claim = fit_cli.claim_for(str(model), info, 4096, None, "f16", "f16", "auto", None, None)
+    claim = fit_cli.claim_for(str(model), info, fit_cli.Settings(4096))
     largest = fit_cli.largest_ctx(gpus, claim, 131072)
     assert largest is not None and 4096 < largest < 131072
     assert largest % vram.KV_PAD == 0  # cells come in 256s: the last ctx of the last step that fits

@@ -268,18 +268,7 @@ def test_seed_000_kv_at_262k_q8_0(tmp_path: Path) -> None:
 def test_sliding_window_layers_hold_window_plus_ubatch(tmp_path: Path) -> None:
     """gpt-oss: every other layer slides over 128 tokens; those hold pad(128 + 512) = 768 cells,
     and --swa-full gives them the whole context again."""
-
-    def fill(w: gguf.GGUFWriter) -> None:
-        w.add_block_count(24)
-        w.add_context_length(131072)
-        w.add_embedding_length(2880)
-        w.add_head_count(64)
-        w.add_head_count_kv(8)
-        w.add_key_length(64)
-        w.add_value_length(64)
-        w.add_sliding_window(128)
-
-    model = _write(tmp_path / "gptoss.gguf", "gpt-oss", fill)
+    model = _write(tmp_path / "gptoss.gguf", "gpt-oss", gpt_oss_20b)
     per_cell = 2 * 8 * 64 * 2 / 2**20
     iswa = llama_memory(LlamaClaim("m", (0,), model, 65536), model)
     full = llama_memory(LlamaClaim("m", (0,), model, 65536, swa_full=True), model)
