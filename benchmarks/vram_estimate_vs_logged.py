@@ -84,6 +84,13 @@ CASES = [
         (3072.00, 77.06, 786.02, None),
     ),
     (
+        "pythia-2.8b 2k no-FA, CUDA0 V100 (ggml-org/ci)",
+        _info("gptneox", 32, 2560, 32, 32, 80, vocab_size=50304),
+        dict(ctx_size=2048, flash_attn="off"),
+        None,
+        (640.00, 0.0, 162.00, None),
+    ),
+    (
         "seed 000 qwen3.5-35b-a3b 262k q8_0 (config)",
         _info(
             "qwen35moe", 40, 2048, 16, 2, 256, ssm_inner_size=4096, vocab_size=248320, **QWEN35_SSM

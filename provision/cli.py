@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from checks.facts.model import HostFacts
+from checks.facts.model import ContainerImage, HostFacts
 from provision import fit_cli
 from provision.output import Explanation, Facts, Rules, emit, printable
 
@@ -129,6 +129,26 @@ def _facts(sources: list[str] | None) -> HostFacts:
     return gather.gather()
 
 
+def _image(ref: str, facts: HostFacts) -> ContainerImage:
+    """The image's config, pulled image first, else its registry; exit 2 with the reason."""
+    import platform
+
+    from checks.facts import image_config
+
+    try:
+        image_config.parse_reference(ref)
+        local = image_config.from_local_engine(ref)
+        if local is not None:
+            local.ref = ref
+            return local
+        machine = facts.system.machine or platform.machine()
+        architecture = image_config.ARCHITECTURES.get(machine, machine)
+        print(f"gpuprov: reading {ref} from its registry ({architecture})", file=sys.stderr)
+        return image_config.from_registry(ref, architecture)
+    except image_config.ImageConfigError as exc:
+        raise _fail(f"--image {ref}: {exc}") from None
+
+
 @app.command()
 def check(
     from_: FromOption = None,
@@ -137,12 +157,24 @@ def check(
         FailOn, typer.Option("--fail-on", help="Exit 1 when a finding is this severe or worse.")
     ] = FailOn.error,
     redact: RedactOption = False,
+    image: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--image",
+            help="Also judge this image for the host, before pulling it: its config is read "
+            "from the local docker/podman, else from its registry (no layers). Repeatable.",
+            metavar="REF",
+        ),
+    ] = None,
 ) -> None:
     """Check this host (or captured outputs) against the known-bad matrix."""
     from checks.matrix import engine
     from checks.reporting import report
 
-    result = report.build(_facts(from_))
+    facts = _facts(from_)
+    for ref in image or []:
+        facts.containers.images.append(_image(ref, facts))
+    result = report.build(facts)
     emit(result, json_, redact)
     if engine.reaches(result.findings, fail_on.value):
         raise typer.Exit(1)

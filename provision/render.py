@@ -19,7 +19,7 @@ from rich.text import Text
 from checks.facts.model import HostFacts
 from checks.matrix.engine import Finding
 from checks.matrix.registry import Rule, area_title
-from checks.reporting.report import Report
+from checks.reporting.report import ImageVerdict, Report
 from provision.output import Explanation, Facts, Rules, printable
 from provision.redact import redact
 
@@ -205,6 +205,9 @@ def report(r: Report, redacted: bool = False) -> None:
     for area in sorted({f.area for f in r.findings}):
         out.print(f"[bold]{escape(area_title(area))}[/bold]")
         out.print(problems([x for x in r.findings if x.area == area]))
+    if r.images:
+        out.rule("Images")
+        out.print(image_verdicts(r.images))
     out.rule("Recommendations")
     grid = Table.grid(padding=(0, 1))
     grid.add_column(no_wrap=True, style="bold")
@@ -220,6 +223,38 @@ def report(r: Report, redacted: bool = False) -> None:
     out.print(
         f"\n{counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} info."
     )
+
+
+_OUTCOME_STYLE = {"no known problem": "green", "unknown": "yellow"}
+
+
+def _requirement(text: str | None) -> str:
+    """The CUDA floor of a requirement, and how many alternatives follow it."""
+    if not text:
+        return "none"
+    first, *rest = text.split()
+    return f"{first} (+{len(rest)} brand/driver alternatives)" if rest else first
+
+
+def image_verdicts(verdicts: Iterable[ImageVerdict]) -> Table:
+    """One line per image: what starting it here does, and the values that decide it."""
+    table = Table(box=None, padding=(0, 1))
+    for column in ("image", "outcome", "CUDA", "requirement (toolkit)", "compat libcuda", "read"):
+        table.add_column(column, overflow="fold")
+    for v in verdicts:
+        style = _OUTCOME_STYLE.get(v.outcome, "red")
+        outcome = f"[{style}]{escape(v.outcome)}[/{style}]"
+        if v.rules:
+            outcome += f" ({escape(', '.join(v.rules))})"
+        table.add_row(
+            _m(v.ref or "?"),
+            outcome,
+            _v(v.cuda_version),
+            _v(_requirement(v.requirement)),
+            _v(v.compat_driver or "not loaded"),
+            _v(v.source),
+        )
+    return table
 
 
 def rule_list(rules: Iterable[Rule]) -> None:

@@ -43,10 +43,10 @@ COMPUTE_FALLBACK_MIB = 1617
 largest flash-attention compute buffer in the memory breakdowns cited below (RTX 3090,
 ggml-org/llama.cpp#24608). Breakdowns show 1164 MiB (RTX PRO 6000, ggml-org/llama.cpp#27953)
 and 1292 MiB (RTX 3090, ollama/ollama#16031)."""
-ACTIVATION_WIDTH = 16
-"""Activations of one ubatch counted as ``ACTIVATION_WIDTH x n_embd`` f32 values per token, on
-top of the logits (``n_vocab`` per token). Checked against logged compute buffers:
-benchmarks/vram_estimate_vs_logged.py."""
+LIVE_ACTIVATIONS = 3
+"""f32 activations of n_embd per token that stay live beside the attention of one layer (its
+input, its norm and the attention output), and of which 2 stay live beside the logits. Checked
+against logged compute buffers: benchmarks/vram_estimate_vs_logged.py."""
 LLAMA_OVERHEAD_MIB = CUDA_CONTEXT_MIB + COMPUTE_FALLBACK_MIB
 """What a llama-server holds on a GPU beside weights and KV when nothing else is known."""
 N_UBATCH = 512  # llama.cpp's default --ubatch-size
@@ -287,14 +287,28 @@ def _recurrent_bytes(model: GgufInfo, recurrent: list[str], slots: int) -> int |
 
 
 def _compute_mib(model: GgufInfo, ubatch: int, flash: bool, cells: int) -> float | None:
-    """One GPU's compute buffers: activations of one ubatch on top of the larger of its logits
-    and, without flash attention, the f32 scores of every head (and the mask) over the whole
-    cache. ggml-alloc frees the scores before the output layer, so the two share memory."""
-    if model.vocab_size is None or model.embedding_length is None:
+    """One GPU's compute buffers: the larger of the two peaks of llama.cpp's worst-case graph
+    (graph_reserve: a full ubatch over the whole cache), in MiB.
+
+    Attention: the KQ mask (f16 with flash attention, else f32) over every cell, the f32 Q, K and
+    V of the ubatch, LIVE_ACTIVATIONS activations and, without flash attention, the f32 scores of
+    every head over every cell (soft_max runs in place). Output: the f32 logits of every token of
+    the ubatch and 2 activations; the attention tensors are freed by then and ggml-alloc reuses
+    their memory.
+    """
+    embd, vocab = model.embedding_length, model.vocab_size
+    heads, heads_kv = model.head_count, model.head_count_kv
+    k_len, v_len = model.key_length, model.value_length
+    if vocab is None or embd is None or heads is None or heads_kv is None:
         return None
-    scores = 0 if flash else ((model.head_count or 0) + 1) * cells
-    per_token = max(model.vocab_size, scores) + ACTIVATION_WIDTH * model.embedding_length
-    return 4 * ubatch * per_token / MIB
+    if k_len is None or v_len is None:
+        return None
+    qkv = heads * k_len + heads_kv * (k_len + v_len)
+    mask = cells * (2 if flash else 4)
+    scores = 0 if flash else cells * heads * 4
+    attention = ubatch * (mask + scores + 4 * (qkv + LIVE_ACTIVATIONS * embd))
+    output = ubatch * 4 * (vocab + 2 * embd)
+    return max(attention, output) / MIB
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,7 @@ def test_check_json_validates_against_the_schema() -> None:
     )
     data = json.loads(done.stdout)
     jsonschema.validate(data, schema.committed("report"))
-    assert data["schema_version"] == 1
+    assert data["schema_version"] == 2
     assert {r["topic"] for r in data["recommendations"]} >= {"PyTorch wheel index"}
 
 

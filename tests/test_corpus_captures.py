@@ -6,9 +6,11 @@ cut), MANIFEST.tsv there their source and what gpuprov must read: `driver` (the 
 userspace or else the loaded kernel module, as the checks take it), `cuda` (the CUDA version the
 driver reports, never the toolkit's), `gpus` (names in order, `;`-separated, `?` for a GPU whose
 name the text does not show) and `ccs` (their compute capabilities, from the text or the GPU
-catalogue, `-` where unknown); a lone `-` is a fact the text does not show. `status` "ok", or
-"gap: <what is missing>": a strict xfail, so reading it right fails the test until the row is
-updated.
+catalogue, `-` where unknown); a lone `-` is a fact the text does not show. `other` pins more
+facts as `path=value` pairs separated by `;` (`system.l4t_release=38.2.0`,
+`gpus.pci_device_id=10de:2335,10de:2335`: a path through a list gives each item's value, joined
+by `,`; `-` for an unknown value), or is `-`. `status` "ok", or "gap: <what is missing>": a strict
+xfail, so reading it right fails the test until the row is updated.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from tests.conftest import FIXTURES
 
 CAPTURES = FIXTURES / "corpus" / "captures"
 LISTING = CAPTURES / "MANIFEST.tsv"
-COLUMNS = ["file", "kind", "source", "driver", "cuda", "gpus", "ccs", "status"]
+COLUMNS = ["file", "kind", "source", "driver", "cuda", "gpus", "ccs", "other", "status"]
 
 
 def manifest() -> list[dict[str, str]]:
@@ -79,9 +81,32 @@ def read(
     )
 
 
+def other(row: dict[str, str]) -> dict[str, str]:
+    """The row's `other` facts: path -> value as written."""
+    if row["other"] == "-":
+        return {}
+    return dict(pair.split("=", 1) for pair in row["other"].split(";"))
+
+
+def at(facts: Any, path: str) -> str:
+    """The value at a dotted path of the facts JSON, as `other` writes it."""
+    value = facts
+    for part in path.split("."):
+        value = [item[part] for item in value] if isinstance(value, list) else value[part]
+
+    def text(item: Any) -> str:
+        if isinstance(item, list):
+            return ",".join(text(i) for i in item)
+        return "-" if item is None else str(item)
+
+    return text(value)
+
+
 @pytest.mark.parametrize("row", _cases())
 def test_the_facts_are_what_the_capture_shows(row: dict[str, str]) -> None:
-    assert read(read_facts(CAPTURES / row["file"])) == expected(row)
+    facts = read_facts(CAPTURES / row["file"])
+    assert read(facts) == expected(row)
+    assert {path: at(facts, path) for path in other(row)} == other(row)
 
 
 def test_every_capture_is_listed_with_its_source() -> None:
@@ -95,3 +120,4 @@ def test_every_capture_is_listed_with_its_source() -> None:
         names, ccs = expected(row)[2:]
         assert len(names) == len(ccs), row["file"]
         assert row["ccs"] == "-" or names, row["file"]
+        assert all(path and value for path, value in other(row).items()), row["file"]

@@ -16,10 +16,12 @@ import pytest
 from packaging.version import Version
 
 from checks import versions
-from checks.facts.model import HostFacts, from_dict
+from checks.facts import capture
+from checks.facts.model import FACTS_SCHEMA_VERSION, HostFacts, from_dict, to_dict
 from checks.logs import explain, logscan
-from checks.matrix import registry
+from checks.matrix import images, registry
 from checks.matrix.host import requirement_met
+from checks.reporting import report
 from checks.services import vllm_images
 from checks.services.vllm_images import Choice, ImageError
 
@@ -82,14 +84,16 @@ def test_image_from_inspect_reads_each_published_image(
 ) -> None:
     image = vllm_images.image_from_inspect(_inspect(name))
     assert image is not None
-    assert (image.ref, image.cuda_version, image.compat_driver_version) == (
+    loaded = images.compat_driver(image)
+    assert (image.ref, image.cuda_version, str(loaded) if loaded else None) == (
         ref,
         cuda_version,
         compat,
     )
-    assert image.require_cuda is not None
+    enforced = images.requirement(image)
+    assert enforced is not None
     # The tag table and the image agree on the CUDA the tag is built on.
-    assert image.require_cuda.startswith(f"cuda>={vllm_images.cuda_of_ref(ref)} ")
+    assert enforced.startswith(f"cuda>={vllm_images.cuda_of_ref(ref)} ")
     assert vllm_images.cuda_of_ref(ref) == str(versions.release(cuda_version))
 
 
@@ -264,27 +268,38 @@ def test_inspect_of_something_else_is_no_image() -> None:
 
 def test_disable_require_drops_the_requirement() -> None:
     image = vllm_images.image_from_inspect(_inspect("v0.23.0", "NVIDIA_DISABLE_REQUIRE=true"))
-    assert image is not None and image.require_cuda is None
+    assert image is not None and image.disable_require is True
+    assert images.requirement(image) is None
+    assert image.require_cuda is not None  # the image's own value stays as it was
+
+
+@pytest.mark.parametrize(("value", "disabled"), [("1", True), ("True", True), ("false", False),
+                                                 ("yes", False), ("true ", False)])  # fmt: skip
+def test_disable_require_is_read_as_go_parses_it(value: str, disabled: bool) -> None:
+    """The toolkit reads NVIDIA_DISABLE_REQUIRE with strconv.ParseBool; anything else keeps it."""
+    image = vllm_images.image_from_inspect(_inspect("v0.23.0", f"NVIDIA_DISABLE_REQUIRE={value}"))
+    assert image is not None
+    assert (images.requirement(image) is None) is disabled
 
 
 def test_a_legacy_image_requires_its_cuda_version() -> None:
     text = json.dumps([{"RepoTags": ["old/cuda:1"], "Config": {"Env": ["CUDA_VERSION=12.1.0"]}}])
     image = vllm_images.image_from_inspect(text)
-    assert image is not None and image.require_cuda == "cuda>=12.1"
+    assert image is not None and images.requirement(image) == "cuda>=12.1"
 
 
 def test_compat_follows_vllm_enable_cuda_compatibility() -> None:
     on = vllm_images.image_from_inspect(_inspect("v0.23.0", "VLLM_ENABLE_CUDA_COMPATIBILITY=1"))
     off = vllm_images.image_from_inspect(_inspect("v0.16.0", "VLLM_ENABLE_CUDA_COMPATIBILITY=0"))
-    assert on is not None and on.compat_driver_version == "580.95.05"
-    assert off is not None and off.compat_driver_version is None
+    assert on is not None and str(images.compat_driver(on)) == "580.95.05"
+    assert off is not None and images.compat_driver(off) is None
 
 
 def test_an_image_retagged_locally_is_not_known_to_load_compat() -> None:
     data = json.loads(_inspect("v0.16.0"))
     data[0]["RepoTags"] = ["registry.lan/vllm:prod"]
     image = vllm_images.image_from_inspect(json.dumps(data))
-    assert image is not None and image.compat_driver_version is None
+    assert image is not None and images.compat_driver(image) is None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -410,3 +425,32 @@ def test_error_804_from_a_vllm_tag_names_the_cuda_to_stay_on() -> None:
     assert top.rule == "CTR-002"
     assert "built on CUDA 12.4" in top.message
     assert top.fix == "Upgrade the driver to >= 550.54.14, or use an image built on CUDA <= 12.2."
+
+
+@pytest.mark.parametrize("host", ["dual3090_570", "dual3090_535", "h100_570", "dual3090_580"])
+@pytest.mark.parametrize(
+    "image",
+    [
+        ("v0.23.0",),
+        ("v0.23.0", "NVIDIA_DISABLE_REQUIRE=true"),
+        ("v0.23.0", "NVIDIA_DISABLE_REQUIRE=1", "VLLM_ENABLE_CUDA_COMPATIBILITY=1"),
+        ("v0.16.0",),
+        ("v0.9.0",),
+        ("v0.5.0",),
+    ],
+    ids=lambda v: "+".join(v),
+)
+def test_check_from_an_inspect_judges_the_image_as_the_preflight_does(
+    tmp_path: Path, host: str, image: tuple[str, ...]
+) -> None:
+    """`check --from facts.json inspect.json` and plan's preflight give one judgement on the
+    rules the preflight runs (check also runs the host's own, CTR-003 among them)."""
+    facts = _host(host)
+    facts_file = tmp_path / "facts.json"
+    facts_file.write_text(json.dumps({"schema_version": FACTS_SCHEMA_VERSION, **to_dict(facts)}))
+    inspect_file = tmp_path / "inspect.json"
+    inspect_file.write_text(_inspect(*image))
+    checked = report.build(capture.load([str(facts_file), str(inspect_file)])).findings
+    preflight_rules = {r.id for r in registry.routed("image")}
+    from_check = [f.rule for f in checked if f.rule in preflight_rules]
+    assert from_check == _rules(host, *image)

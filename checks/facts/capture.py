@@ -1,8 +1,9 @@
 """Facts from captured outputs (`--from`): a facts or report JSON, or pasted command outputs.
 
 Pasted text is cleaned once (CRLF, ANSI colours, "> " quote prefixes, inline HTML tags, the prefixes
-journald, syslog and log wrappers put before each line) and every known format that detects itself
-in it parses it; several files merge into one host.
+journald, syslog and log wrappers put before each line), cut to the first host of a pdsh, clush or
+ansible paste, and every known format that detects itself in it parses it; several files merge into
+one host.
 """
 
 from __future__ import annotations
@@ -38,6 +39,20 @@ _LOG_PREFIX = re.compile(
 )
 
 
+# pdsh and clush put "host: " before every line a host prints; ansible's shell module prints a
+# "host | CHANGED | rc=0 >>" header above each host's output. A prefix counts as a host when it is
+# a host name with a digit (node01, gpu-3, dgx1) or localhost, and not the kernel's "nvidia0: ":
+# words ("NVRM: ", "nvidia: ", "main: ") and llama.cpp's "function_name: " never count.
+_HOST_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9.-]{0,62}): (.*)$", re.MULTILINE)
+_HOST_NAME = re.compile(r"(?!nvidia|nvrm)[a-z0-9.-]*\d[a-z0-9.-]*|localhost", re.IGNORECASE)
+_ANSIBLE = re.compile(
+    r"^([^\s|]{1,253}) \| (?:CHANGED|SUCCESS|FAILED!?|UNREACHABLE!?)(?: \| rc=-?\d{1,5})?"
+    r" >>[ \t]*$",
+    re.MULTILINE,
+)
+MIN_HOST_LINES = 3  # a host prefixes at least this many lines in a row somewhere
+
+
 class CaptureError(Exception):
     """A capture that cannot be read or holds nothing known; the message names the file."""
 
@@ -59,6 +74,52 @@ def clean(text: str) -> str:
     text = _QUOTE.sub("", text)
     text = _TAGS.sub("", text)
     return _LOG_PREFIX.sub("", _LOG_PREFIX.sub("", text))
+
+
+def one_host(text: str) -> tuple[str, list[str]]:
+    """The text of the first host in a pdsh, clush or ansible paste, and every host it shows.
+
+    Facts describe one host, so when several appear only the first one's lines are kept (without
+    their "host: " prefix); other lines (prose, prompts) stay. Text from no such tool is returned
+    as it is, with no hosts.
+    """
+    headers = list(_ANSIBLE.finditer(text))
+    if headers:
+        end = headers[1].start() if len(headers) > 1 else len(text)
+        body = text[headers[0].end() : end]
+        return text[: headers[0].start()] + body, _unique(h.group(1) for h in headers)
+    hosts = _prefix_hosts(text)
+    if not hosts:
+        return text, []
+    first, others = hosts[0], set(hosts[1:])
+    kept = []
+    for line in text.split("\n"):
+        host, sep, rest = line.partition(": ")
+        if sep and host == first:
+            kept.append(rest)
+        elif not (sep and host in others):
+            kept.append(line)
+    return "\n".join(kept), hosts
+
+
+def _prefix_hosts(text: str) -> list[str]:
+    """Hosts that prefix MIN_HOST_LINES lines in a row, in order of their first line.
+
+    Keys that repeat in one tool's output ("Path: ..." between other lines) never run in a row.
+    """
+    hosts: list[str] = []
+    run_host, run, previous_end = "", 0, -2
+    for match in _HOST_LINE.finditer(text):
+        host = match.group(1)
+        run = run + 1 if host == run_host and match.start() == previous_end + 1 else 1
+        run_host, previous_end = host, match.end()
+        if run >= MIN_HOST_LINES and host not in hosts and _HOST_NAME.fullmatch(host):
+            hosts.append(host)
+    return hosts
+
+
+def _unique(names: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(names))
 
 
 def read(paths: Iterable[str]) -> list[Capture]:
@@ -116,7 +177,8 @@ def parse(capture: Capture) -> HostFacts:
         facts.sources = facts.sources or [capture.name]
         facts.probes.append(ProbeResult(f"from {capture.name}", "ok", "facts JSON"))
         return facts
-    facts, seen = recognise(clean(capture.text))
+    text, hosts = one_host(clean(capture.text))
+    facts, seen = recognise(text)
     facts.sources = [capture.name]
     if not seen:
         raise CaptureError(
@@ -124,6 +186,9 @@ def parse(capture: Capture) -> HostFacts:
             " (for a crash log, use `gpuprov explain`)"
         )
     facts.probes.append(ProbeResult(f"from {capture.name}", "ok", ", ".join(seen)))
+    if len(hosts) > 1:
+        detail = f"the output of {hosts[0]} only; not read: {', '.join(hosts[1:])}"
+        facts.probes.append(ProbeResult(f"hosts in {capture.name}", "ok", detail))
     return facts
 
 

@@ -33,6 +33,7 @@ class Gpu:
     architecture: str | None = None
     mig_mode: str | None = None
     persistence_mode: str | None = None
+    pci_device_id: str | None = None  # vendor:device as lspci -nn prints it ("10de:2335")
 
     def key(self) -> str | None:
         """Identity used when merging: bus id, then uuid, then index."""
@@ -81,6 +82,9 @@ class System:
     machine: str | None = None
     glibc: str | None = None
     secure_boot: bool | None = None
+    l4t_release: str | None = None  # Jetson Linux (L4T), from /etc/nv_tegra_release: "38.2.0"
+    jetpack_release: str | None = None  # JetPack, where the text names it: "6.2"
+    gcc_version: str | None = None  # the GNU C/C++ compiler nvcc uses by default ("16.1.1")
 
 
 @dataclass
@@ -130,12 +134,20 @@ class Docker:
 
 @dataclass
 class ContainerImage:
-    """A container image and the CUDA it was built for (from its environment)."""
+    """A container image and the CUDA it was built for, as its environment states it.
+
+    How the NVIDIA Container Toolkit and the image's entrypoint act on these (the requirement it
+    enforces, the compat libcuda it loads) is judged in checks/matrix/images.py.
+    """
 
     ref: str | None = None
     cuda_version: str | None = None
     require_cuda: str | None = None
     compat_driver_version: str | None = None
+    tags: list[str] | None = None  # every tag the image carries (RepoTags)
+    disable_require: bool | None = None  # NVIDIA_DISABLE_REQUIRE set true: the toolkit skips it
+    compat_setting: str | None = None  # VLLM_ENABLE_CUDA_COMPATIBILITY as the image sets it
+    source: str | None = None  # where the config was read: "docker image inspect", "registry ..."
 
     def key(self) -> str | None:
         return self.ref
@@ -149,6 +161,7 @@ class Containers:
     podman_version: str | None = None
     toolkit_version: str | None = None
     container_cli_version: str | None = None
+    runtime_version: str | None = None  # `nvidia-container-runtime --version`
     runtime_hook: bool | None = None
     cdi_specs: list[str] | None = None
     images: list[ContainerImage] = field(default_factory=list)

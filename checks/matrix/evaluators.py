@@ -21,7 +21,7 @@ from checks.facts.model import (
     VllmService,
     probed_hosts,
 )
-from checks.matrix import registry, toolkits
+from checks.matrix import images, registry, toolkits
 from checks.matrix.host import (
     cuda_users,
     gpu_label,
@@ -221,13 +221,14 @@ def image_requires_cuda(facts: HostFacts, params: Mapping[str, Any]) -> Iterator
     if driver is None or driver_cuda is None or not facts.containers.images:
         return
     for image in facts.containers.images:
-        required = _require_cuda(image.require_cuda)
-        if image.require_cuda and requirement_met(image.require_cuda, facts) is True:
+        enforced = images.requirement(image)
+        required = _require_cuda(enforced)
+        if enforced and requirement_met(enforced, facts) is True:
             continue  # a brand/driver alternative admits this host, as the toolkit reads it
         if required is not None and required > driver_cuda:
             minimum = registry.cuda_minimum_driver(required)
             yield {
-                "subject": _image_label(image),
+                "subject": images.label(image),
                 "require": f"cuda>={required}",
                 "driver": driver[0],
                 "driver_cuda": str(driver_cuda),
@@ -242,13 +243,9 @@ def _active_compat(facts: HostFacts) -> Iterator[tuple[str, Version]]:
         if lib.on_library_path and version is not None:
             yield _compat_label(lib), version
     for image in facts.containers.images:
-        version = versions.driver(image.compat_driver_version)
+        version = images.compat_driver(image)
         if version is not None:
-            yield f"{_image_label(image)} compat libraries", version
-
-
-def _image_label(image: ContainerImage) -> str:
-    return f"image {image.ref}" if image.ref else "an image"
+            yield f"{images.label(image)} compat libraries", version
 
 
 def _compat_label(lib: CompatLibrary) -> str:
@@ -638,3 +635,45 @@ def llama_server_file_missing(facts: HostFacts, params: Mapping[str, Any]) -> It
                     "path": path,
                     "host": host,
                 }
+
+
+def _ld_so_conf_release(image: ContainerImage, mode: str) -> str | None:
+    """The vLLM release of a published image whose compat mode (tables/vllm_images.toml) is
+    `mode`, from its tags or reference; None for any other image."""
+    for ref in [*(image.tags or []), *([image.ref] if image.ref else [])]:
+        found = images.vllm_version_of_ref(ref)
+        if found is None:
+            continue
+        release = Version(found)
+        for raw in registry.table("vllm_images")["compat"]:
+            first, before = Version(raw["first"]), raw["before"]
+            if first <= release and (not before or release < Version(before)):
+                return found if raw["mode"] == mode else None
+    return None
+
+
+@evaluator
+def vllm_compat_conf_under_nvidia_runtime(
+    facts: HostFacts, params: Mapping[str, Any]
+) -> Iterator[Match]:
+    """Docker runs every container with the nvidia runtime, and a vLLM image whose release lists
+    its compat directory in /etc/ld.so.conf.d carries a compat libcuda older than the host driver.
+    An image that sets VLLM_ENABLE_CUDA_COMPATIBILITY (the releases after the fix) is left out."""
+    docker = facts.containers.docker
+    driver = host_driver(facts)
+    if docker is None or docker.default_runtime != "nvidia" or driver is None:
+        return
+    for image in facts.containers.images:
+        if image.compat_setting is not None:
+            continue
+        release = _ld_so_conf_release(image, params["mode"])
+        compat = images.compat_driver_of_cuda(image.cuda_version) if release else None
+        if release and compat is not None and compat < driver[1]:
+            yield {
+                "subject": images.label(image),
+                "image": image.ref or "a vLLM image",
+                "release": release,
+                "cuda": str(image.cuda_version),
+                "compat_driver": str(compat),
+                "driver": driver[0],
+            }

@@ -4,12 +4,13 @@ the gate.
 An nvcc is good for a host when it can build for every GPU (tables/archs.toml) and no error rule
 that judges an nvcc reports it: a compiler known to miscompile for one of the GPUs (LCPP-001,
 LCPP-002), a CUDA family the driver cannot run (DRV-001), kernels the driver cannot load
-(LCPP-005). Those rules' evaluators apply the tests below, so an nvcc the recommendation or the
+(LCPP-005), a host gcc newer than the nvcc accepts (BUILD-004). Those rules' evaluators apply the tests below, so an nvcc the recommendation or the
 gate calls good is never the subject of an error finding.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -72,6 +73,28 @@ def compression_unloadable(
     return (mode or params["default_mode"]).lower() != "none"
 
 
+def gcc_limit(release: Version) -> int | None:
+    """The newest GCC major that nvcc of CUDA X.Y `release` accepts (tables/host_compilers.toml);
+    None for a release the table does not list, whose limit is unknown."""
+    rows = registry.table("host_compilers")["releases"]
+    row = rows.get(f"{release.major}.{release.minor}")
+    return int(row["gcc_max"]) if row else None
+
+
+def gcc_major(text: str | None) -> int | None:
+    """GCC's major version from its version ("16.1.1" -> 16); None when unknown."""
+    match = re.match(r"(\d{1,3})\.", text or "")
+    return int(match.group(1)) if match else None
+
+
+def rejected_gcc(nvcc: str | None, gcc: str | None) -> int | None:
+    """The newest GCC major nvcc `nvcc` (a CUDA version) accepts when the host's gcc `gcc` is
+    newer, so nvcc stops the build; None when it accepts it or either limit is unknown."""
+    release, major = versions.release(nvcc), gcc_major(gcc)
+    limit = gcc_limit(release) if release is not None else None
+    return limit if limit is not None and major is not None and major > limit else None
+
+
 Judge = Callable[[HostFacts, Mapping[str, Any], str, bool], bool]
 
 
@@ -95,11 +118,16 @@ def _compression(facts: HostFacts, params: Mapping[str, Any], nvcc: str, is_upda
     return compression_unloadable(cuda, None, driver[1], params)
 
 
+def _host_gcc(facts: HostFacts, params: Mapping[str, Any], nvcc: str, is_update: bool) -> bool:
+    return rejected_gcc(nvcc, facts.system.gcc_version) is not None
+
+
 # The evaluators that judge a CUDA toolkit, each with the test it applies to one nvcc.
 JUDGES: dict[str, Judge] = {
     "nvcc_known_bad": _known_bad,
     "driver_below_cuda": _family,
     "compression_old_driver": _compression,
+    "nvcc_rejects_host_gcc": _host_gcc,
 }
 
 
@@ -120,10 +148,10 @@ def faults(facts: HostFacts, nvcc: str | None, is_update: bool = True) -> list[s
 
 
 def good(facts: HostFacts, toolkit: Toolkit) -> bool:
-    """Whether llama.cpp can be built with `toolkit` for this host's GPUs and driver."""
+    """Whether llama.cpp can be built with `toolkit` for this host's GPUs, driver and gcc."""
     return not faults(facts, *toolkit_version(toolkit))
 
 
 def good_toolkits(facts: HostFacts) -> list[Toolkit]:
-    """The host's CUDA toolkits that are good for its GPUs and driver."""
+    """The host's CUDA toolkits that are good for its GPUs, driver and gcc."""
     return [t for t in facts.toolkits if good(facts, t)]

@@ -22,7 +22,7 @@ from checks.logs.logsource import EXPLAIN_SCHEMA_VERSION, Result
 from checks.matrix.engine import SEVERITY_RANK, Finding
 from checks.matrix.registry import RULES_SCHEMA_VERSION
 from checks.reporting.recommend import Recommendation
-from checks.reporting.report import REPORT_SCHEMA_VERSION
+from checks.reporting.report import REPORT_SCHEMA_VERSION, ImageVerdict
 
 # plan/apply JSON is built in provision/converge_cli.py, which cannot be imported from here.
 CONVERGE_SCHEMA_VERSION = 2
@@ -107,6 +107,7 @@ def report_schema() -> dict[str, Any]:
         "facts": _type(HostFacts, defs),
         "findings": _type(list[Finding], defs),
         "recommendations": _type(list[Recommendation], defs),
+        "images": _type(list[ImageVerdict], defs),
     }
     return _document("report", "gpuprov check report", REPORT_SCHEMA_VERSION, properties, defs)
 

@@ -8,25 +8,19 @@ reads a `docker image inspect` and predicts two failures before the container st
 from __future__ import annotations
 
 import copy
-import json
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from packaging.version import Version
 
-from checks import versions
 from checks.facts.model import ContainerImage, HostFacts
 from checks.facts.parsers.containers import parse_image_inspect
-from checks.matrix import engine, registry
+from checks.matrix import engine, images, registry
 from checks.matrix.engine import Finding
 
-REPOSITORY = "vllm/vllm-openai"
+REPOSITORY = images.VLLM_REPOSITORY
 
-_VERSION = r"\d+\.\d+\.\d+(?:\.\d+|\.post\d+)?"
-_RELEASE = re.compile(rf"v?({_VERSION})")
-_TAG = re.compile(rf"v(?P<version>{_VERSION})(?:-cu(?P<cu>\d{{3}}))?(?:-[\w.]+)?")
-_TRUE = ("1", "t", "true")  # Go's strconv.ParseBool, as the toolkit reads NVIDIA_DISABLE_REQUIRE
+_RELEASE = re.compile(r"v?(\d+\.\d+\.\d+(?:\.\d+|\.post\d+)?)")
 
 
 class ImageError(ValueError):
@@ -81,33 +75,9 @@ def parse_release(version: str) -> Version:
     return Version(match.group(1))
 
 
-def _split(ref: str) -> tuple[str, str] | None:
-    """(repository, tag) of an image reference; None for digests and untagged references."""
-    name = ref.strip()
-    if "@" in name:
-        return None
-    repo, sep, tag = name.rpartition(":")
-    if not sep or "/" in tag:
-        return None
-    return repo, tag
-
-
-def _published(repo: str) -> bool:
-    """Whether a repository is vLLM's published one, with or without a registry host in front."""
-    return repo == REPOSITORY or repo.endswith("/" + REPOSITORY)
-
-
-def _release_tag(ref: str) -> re.Match[str] | None:
-    parts = _split(ref)
-    if parts is None or not _published(parts[0]):
-        return None
-    return _TAG.fullmatch(parts[1])
-
-
 def version_of_ref(ref: str) -> str | None:
     """The release a published vLLM image ref names: "0.21.0" for vllm/vllm-openai:v0.21.0-cu129."""
-    match = _release_tag(ref)
-    return match.group("version") if match else None
+    return images.vllm_version_of_ref(ref)
 
 
 def version_of_image(ref: str, inspect: str | None) -> str | None:
@@ -115,7 +85,8 @@ def version_of_image(ref: str, inspect: str | None) -> str | None:
     a release tag the pulled image carries in `docker image inspect`'s RepoTags."""
     found = version_of_ref(ref)
     if found is None and inspect:
-        tags, _ = _inspected(inspect)
+        image = image_from_inspect(inspect)
+        tags = (image.tags or []) if image is not None else []
         found = next((v for v in map(version_of_ref, tags) if v is not None), None)
     return found
 
@@ -125,7 +96,7 @@ def cuda_of_ref(ref: str) -> str | None:
 
     A -cuXYZ suffix names it; a plain tag takes its release's default from the era table.
     """
-    match = _release_tag(ref)
+    match = images.vllm_release_tag(ref)
     if match is None:
         return None
     if match.group("cu"):
@@ -209,81 +180,11 @@ def _older(driver_cuda: Version) -> tuple[str, _Tag] | None:
 # --- the pulled image ------------------------------------------------------------------------
 
 
-def _inspected(text: str) -> tuple[list[str], dict[str, str]]:
-    """RepoTags and Config.Env of the first image in `docker image inspect` output."""
-    start = text.find("[")
-    try:
-        value: Any = json.JSONDecoder().raw_decode(text, start)[0] if start != -1 else None
-    except (ValueError, RecursionError):
-        value = None
-    item = value[0] if isinstance(value, list) and value else None
-    if not isinstance(item, dict):
-        return [], {}
-    tags = [t for t in item.get("RepoTags") or [] if isinstance(t, str)]
-    config = item.get("Config")
-    env: dict[str, str] = {}
-    for entry in (config.get("Env") if isinstance(config, dict) else None) or []:
-        if isinstance(entry, str):
-            key, _, val = entry.partition("=")
-            env[key] = val
-    return tags, env
-
-
-def _compat_mode(release_version: Version) -> str | None:
-    for raw in registry.table("vllm_images")["compat"]:
-        first, before = Version(raw["first"]), raw["before"]
-        if first <= release_version and (not before or release_version < Version(before)):
-            return str(raw["mode"])
-    return None
-
-
-def compat_driver(cuda_version: str | None) -> versions.DriverVersion | None:
-    """The libcuda of the cuda-compat package of CUDA `cuda_version`: the driver it ships with.
-
-    12.8.1 gives 570.124.06; an update the table lacks falls back to its X.Y release.
-    """
-    wanted = versions.cuda(cuda_version)
-    if wanted is None:
-        return None
-    for release_version, driver in registry.cuda_releases():
-        if release_version == wanted:
-            return driver
-    return registry.release_minimum(wanted)
-
-
-def _loads_compat(tags: list[str], env: dict[str, str]) -> bool:
-    """Whether the image puts its compat libcuda on the library path when it starts."""
-    flag = env.get("VLLM_ENABLE_CUDA_COMPATIBILITY")
-    if flag is not None:
-        return flag.strip().lower() in ("1", "true")
-    for tag in tags:
-        found = version_of_ref(tag)
-        if found is not None:
-            return _compat_mode(Version(found)) is not None
-    return False
-
-
 def image_from_inspect(text: str) -> ContainerImage | None:
-    """The image `docker image inspect` describes, as the NVIDIA Container Toolkit will see it.
-
-    NVIDIA_DISABLE_REQUIRE=true drops the requirement (the toolkit skips the check); an image with
-    CUDA_VERSION and no NVIDIA_REQUIRE_CUDA requires cuda>=X.Y of it. compat_driver_version is
-    set when the image is a published vLLM release that loads its compat libraries (or sets
-    VLLM_ENABLE_CUDA_COMPATIBILITY=1): the driver of its CUDA_VERSION.
-    """
-    images = parse_image_inspect(text).containers.images
-    if not images:
-        return None
-    image = images[0]
-    tags, env = _inspected(text)
-    if env.get("NVIDIA_DISABLE_REQUIRE", "").strip().lower() in _TRUE:
-        image.require_cuda = None
-    elif image.require_cuda is None and versions.release(image.cuda_version) is not None:
-        image.require_cuda = f"cuda>={versions.release(image.cuda_version)}"
-    if _loads_compat(tags, env):
-        driver = compat_driver(image.cuda_version)
-        image.compat_driver_version = str(driver) if driver is not None else None
-    return image
+    """The first image `docker image inspect` describes, with the values the matrix judges
+    (checks/matrix/images.py says what the toolkit and the entrypoint do with them)."""
+    found = parse_image_inspect(text).containers.images
+    return found[0] if found else None
 
 
 def preflight(facts: HostFacts, image: ContainerImage) -> list[Finding]:

@@ -22,6 +22,11 @@ _CLI_VERSION = re.compile(r"^(?:cli-)?version: (\d+\.(?=\d)\S+)\s*$", re.MULTILI
 _CLI_INFO = re.compile(r"^(NVRM version|CUDA version|Device Index|Model|Brand|GPU UUID|Bus Location"
                        r"|Architecture):\s*(.*)$", re.MULTILINE)  # fmt: skip
 _HOOK = re.compile(r"^runtime-hook: (\S.*)$", re.MULTILINE)
+# `docker info | grep -i runtime` keeps only these lines of `docker info`, indented by one blank.
+_RUNTIMES = re.compile(r"^[ \t]{0,4}Runtimes:((?:[ \t]{1,4}[\w.-]{1,100}){1,20})[ \t]*$", re.M)
+_DEFAULT_RUNTIME = re.compile(r"^[ \t]{0,4}Default Runtime:[ \t]{1,4}([\w.-]{1,100})[ \t]*$", re.M)
+# `nvidia-container-runtime --version`: "NVIDIA Container Runtime version 1.13.5".
+_RUNTIME_VERSION = re.compile(r"^NVIDIA Container Runtime version (\d+\.\d+\.\d+\S*)", re.M)
 _CDI_FILE = re.compile(r"^(/\S+\.(?:ya?ml|json))\s*$", re.MULTILINE)
 _NULLS = ("", "(null)", "N/A")
 
@@ -270,16 +275,40 @@ def _image(item: dict[str, Any]) -> ContainerImage | None:
     config = item.get("Config")
     if not isinstance(config, dict) and "RepoTags" not in item:
         return None
-    refs = (_strings(item.get("RepoTags")) or []) + (_strings(item.get("RepoDigests")) or [])
-    env: dict[str, str] = {}
-    for entry in _strings(config.get("Env") if isinstance(config, dict) else None) or []:
+    tags = _strings(item.get("RepoTags")) or []
+    refs = tags + (_strings(item.get("RepoDigests")) or [])
+    env = _strings(config.get("Env") if isinstance(config, dict) else None) or []
+    image = image_from_env(refs[0] if refs else _text(item.get("Id")), tags, env)
+    image.source = "image inspect"
+    return image
+
+
+def image_from_env(ref: str | None, tags: list[str], env: list[str]) -> ContainerImage:
+    """An image from its reference, tags and environment ("KEY=value" entries, as an image config
+    lists them): what the NVIDIA Container Toolkit and vLLM's entrypoint read."""
+    values: dict[str, str] = {}
+    for entry in env:
         key, _, val = entry.partition("=")
-        env[key] = val
+        values[key] = val
+    disable = values.get("NVIDIA_DISABLE_REQUIRE")
     return ContainerImage(
-        ref=refs[0] if refs else _text(item.get("Id")),
-        cuda_version=env.get("CUDA_VERSION") or None,
-        require_cuda=env.get("NVIDIA_REQUIRE_CUDA") or None,
+        ref=ref,
+        cuda_version=values.get("CUDA_VERSION") or None,
+        require_cuda=values.get("NVIDIA_REQUIRE_CUDA") or None,
+        tags=tags or None,
+        disable_require=_parse_bool(disable) if disable is not None else None,
+        compat_setting=values.get("VLLM_ENABLE_CUDA_COMPATIBILITY"),
     )
+
+
+def _parse_bool(value: str) -> bool | None:
+    """Go's strconv.ParseBool, as the toolkit reads NVIDIA_DISABLE_REQUIRE; None if invalid (the
+    toolkit then keeps the requirement)."""
+    if value in ("1", "t", "T", "TRUE", "true", "True"):
+        return True
+    if value in ("0", "f", "F", "FALSE", "false", "False"):
+        return False
+    return None
 
 
 def image_probe(ref: str) -> Probe:
@@ -291,6 +320,32 @@ def image_probe(ref: str) -> Probe:
 def detect_docker_info_text(text: str) -> bool:
     return re.search(r"^Client:", text, re.MULTILINE) is not None and (
         "Server Version:" in text or re.search(r"^ Context:", text, re.MULTILINE) is not None
+    )
+
+
+def parse_docker_runtime_lines(text: str) -> HostFacts:
+    """The runtime lines `docker info | grep -i runtime` leaves, and the NVIDIA runtime's version.
+
+    The last `Runtimes:` and `Default Runtime:` lines count: a paste that repeats the command
+    after changing the daemon ends with the daemon as it is now.
+    """
+    facts = HostFacts()
+    docker = Docker()
+    runtimes = _RUNTIMES.findall(text)
+    docker.runtimes = runtimes[-1].split() if runtimes else None
+    default = _DEFAULT_RUNTIME.findall(text)
+    docker.default_runtime = default[-1] if default else None
+    if docker != Docker():
+        facts.containers.docker = docker
+    facts.containers.runtime_version = _first(_RUNTIME_VERSION, text)
+    return facts
+
+
+def detect_docker_runtime_lines(text: str) -> bool:
+    return (
+        _RUNTIMES.search(text) is not None
+        or _DEFAULT_RUNTIME.search(text) is not None
+        or _RUNTIME_VERSION.search(text) is not None
     )
 
 
@@ -319,6 +374,7 @@ def detect_image_inspect(text: str) -> bool:
 FORMATS = [
     Format("docker-info", detect_docker_info_text, parse_docker_info_text),
     Format("docker-info-json", detect_docker_info_json, parse_docker_info_json),
+    Format("docker-info-runtimes", detect_docker_runtime_lines, parse_docker_runtime_lines),
     Format("podman-version", detect_podman, parse_podman_version),
     Format("nvidia-ctk-version", detect_nvidia_ctk, parse_nvidia_ctk_version),
     Format("nvidia-container-cli-info", detect_container_cli_info, parse_container_cli_info),

@@ -85,6 +85,12 @@ if [ -n "$ccache_dir" ] && command -v ccache >/dev/null 2>&1; then
 fi
 say "configuring: $*"
 cmake -S "$src" -B "$work/build" "$@"
+# A CUDA build was planned: stop here, not after a CPU-only build, when CMake enabled no CUDA
+# (nvcc not found, or a project that makes CUDA optional and fell back to the CPU).
+if [ -n "$expect" ] && ! grep -q '^CMAKE_CUDA_COMPILER:[A-Z]*=/' "$work/build/CMakeCache.txt"; then
+    echo "llama-build: a CUDA build was planned (--expect-archs $expect) but CMake enabled no CUDA compiler (no CMAKE_CUDA_COMPILER in CMakeCache.txt)" >&2
+    exit 1
+fi
 say "building llama-server with $jobs jobs"
 cmake --build "$work/build" --target llama-server -j "$jobs"
 

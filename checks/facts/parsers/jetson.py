@@ -1,0 +1,56 @@
+"""Jetson releases: /etc/nv_tegra_release and jetson-stats' `jetson_release` report.
+
+/etc/nv_tegra_release's first line is "# R38 (release), REVISION: 2.0, GCID: ..., BOARD: generic,
+EABI: aarch64, DATE: ...": Jetson Linux (L4T) 38.2.0 (release 38, revision 2.0). jetson-stats
+prints "L4T: 36.4.3", and "Jetpack: 6.2" or "Jetpack 6.0 [L4T 36.3.0]" when it knows the JetPack
+that L4T release belongs to ("Jetpack missing!" or "NOTDETECTED" when it does not).
+"""
+
+from __future__ import annotations
+
+import re
+
+from checks.facts.model import HostFacts
+from checks.facts.parsers import Format
+from checks.facts.probe import Probe
+
+_TEGRA_RELEASE = re.compile(
+    r"^# R(\d{2,3}) \(release\), REVISION: (\d{1,3})\.(\d{1,3})(?![\d.])", re.MULTILINE
+)
+# jetson-stats: "- L4T: 38.2.0" (markdown report), " - L4T: 36.4.3" (jetson_release).
+_L4T_LINE = re.compile(r"^[ \t]{0,4}(?:-[ \t])?L4T: (\d{2,3}\.\d{1,3}\.\d{1,3})[ \t]*$", re.M)
+_JETPACK_LINE = re.compile(
+    r"^[ \t]{0,4}(?:-[ \t])?Jetpack: (\d{1,2}\.\d{1,2}(?:\.\d{1,2})?)[ \t]*$", re.M | re.I
+)
+# "Model: NVIDIA Jetson AGX Orin Developer Kit - Jetpack 6.0 [L4T 36.3.0]".
+_BOTH = re.compile(r"Jetpack (\d{1,2}\.\d{1,2}(?:\.\d{1,2})?) \[L4T (\d{2,3}\.\d{1,3}\.\d{1,3})\]")
+
+
+def parse_jetson_release(text: str) -> HostFacts:
+    """The L4T release (nv_tegra_release first, then jetson-stats) and the JetPack it names."""
+    facts = HostFacts()
+    tegra = _TEGRA_RELEASE.search(text)
+    both = _BOTH.search(text)
+    l4t = _L4T_LINE.search(text)
+    if tegra is not None:
+        facts.system.l4t_release = ".".join(tegra.groups())
+    elif both is not None:
+        facts.system.l4t_release = both.group(2)
+    elif l4t is not None:
+        facts.system.l4t_release = l4t.group(1)
+    jetpack = _JETPACK_LINE.search(text)
+    if both is not None and both.group(2) == facts.system.l4t_release:
+        facts.system.jetpack_release = both.group(1)
+    elif jetpack is not None:
+        facts.system.jetpack_release = jetpack.group(1)
+    return facts
+
+
+def detect_jetson_release(text: str) -> bool:
+    return any(p.search(text) for p in (_TEGRA_RELEASE, _BOTH, _L4T_LINE))
+
+
+FORMATS = [Format("nv_tegra_release / jetson_release", detect_jetson_release, parse_jetson_release)]
+
+# No probe yet: the checks have no rule that reads the L4T release.
+PROBES: list[Probe] = []

@@ -1,0 +1,153 @@
+"""Shapes of pasted captures beyond one tool's output: per-host prefixes from pdsh, clush and
+ansible, and excerpts cut mid-table or mid-name, which give partial facts and never wrong ones.
+
+The texts are real captures from tests/fixtures/corpus/captures/, wrapped the way the tools wrap
+each host's lines, or cut where a paste can end.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from checks.facts import capture
+from checks.facts.parsers import containers, pci, vulkan, warp
+from tests.test_corpus_captures import CAPTURES, read, read_facts
+
+TABLE = "nvsmi_table_580__dra-driver-pr889_t4-580.126.09.txt"  # 580.126.09, 13.0, Tesla T4
+OTHER = "nvsmi_table_k8s-pod__llm-d-deployer-282_rtx5070-570.133.07.txt"
+
+
+def _lines(name: str) -> list[str]:
+    return (CAPTURES / name).read_text().splitlines()
+
+
+def _facts(tmp_path: Path, text: str) -> dict[str, Any]:
+    path = tmp_path / "paste.txt"
+    path.write_text(text)
+    return read_facts(path)
+
+
+def _prefixed(host: str, lines: list[str]) -> list[str]:
+    return [f"{host}: {line}" for line in lines]
+
+
+def test_one_pdsh_host_reads_as_its_output_alone(tmp_path: Path) -> None:
+    plain = read(read_facts(CAPTURES / TABLE))
+    assert plain[0] == "580.126.09"
+    assert read(_facts(tmp_path, "\n".join(_prefixed("gpu-node01", _lines(TABLE))))) == plain
+
+
+def test_several_hosts_give_the_first_hosts_facts_and_say_so(tmp_path: Path) -> None:
+    text = _prefixed("node01", _lines(TABLE)) + _prefixed("node02", _lines(OTHER))
+    facts = _facts(tmp_path, "\n".join(text))
+    assert read(facts) == read(read_facts(CAPTURES / TABLE))
+    notes = [p["detail"] for p in facts["probes"] if p["name"].startswith("hosts in ")]
+    assert notes == ["the output of node01 only; not read: node02"]
+
+
+def test_interleaved_hosts_keep_only_the_first_hosts_lines() -> None:
+    """pdsh prints each host's lines as they arrive: bursts of several lines, interleaved."""
+    first, second = _lines(TABLE), _lines(OTHER)
+    mixed: list[str] = []
+    for start in range(0, max(len(first), len(second)), 4):
+        mixed += _prefixed("n1", first[start : start + 4]) + _prefixed(
+            "n2", second[start : start + 4]
+        )
+    text, hosts = capture.one_host("\n".join(mixed))
+    assert hosts == ["n1", "n2"]
+    assert text == "\n".join(first)
+
+
+def test_ansible_shell_output_reads_the_first_host(tmp_path: Path) -> None:
+    text = ["gpu1 | CHANGED | rc=0 >>", *_lines(TABLE), "gpu2 | CHANGED | rc=0 >>", *_lines(OTHER)]
+    facts = _facts(tmp_path, "\n".join(text))
+    assert read(facts) == read(read_facts(CAPTURES / TABLE))
+    assert any(p["detail"] == "the output of gpu1 only; not read: gpu2" for p in facts["probes"])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "NVRM: loading NVIDIA UNIX x86 Kernel Module  285.03\n" * 3,  # the kernel's prefix
+        "llama_model_loader: - kv   0: a\n" * 3,  # llama.cpp's function names
+        "main: build = 1\n" * 3,  # a word, not a host name
+        "node01: a\nnode01: b\nother\nnode01: c\n",  # never three lines in a row
+    ],
+)
+def test_prefixes_that_are_not_hosts_stay(text: str) -> None:
+    assert capture.one_host(text) == (text, [])
+
+
+def test_a_table_cut_inside_the_gpu_row_keeps_the_header_facts(tmp_path: Path) -> None:
+    lines = _lines(OTHER)
+    row = next(i for i, line in enumerate(lines) if "RTX 5070" in line)
+    cut = [*lines[:row], lines[row][: lines[row].index("RTX 50") + len("RTX 50")]]
+    assert read(_facts(tmp_path, "\n".join(cut))) == ("570.133.07", "12.8", [], [])
+
+
+def test_a_truncated_gpu_name_is_not_completed_to_another_gpu(tmp_path: Path) -> None:
+    lines = _lines(OTHER)
+    row = next(i for i, line in enumerate(lines) if "RTX 5070" in line)
+    lines[row] = lines[row].replace("NVIDIA GeForce RTX 5070   ", "NVIDIA GeForce RTX 50...")
+    facts = _facts(tmp_path, "\n".join(lines))
+    assert read(facts)[2:] == (["NVIDIA GeForce RTX 50"], [None])
+
+
+def test_lspci_names_cut_inside_a_bracket_are_unknown() -> None:
+    text = "01:00.0 VGA compatible controller [0300]: NVIDIA Corporation GB202 [GeForce RTX 50"
+    gpu = pci.parse_lspci(text).gpus[0]
+    assert (gpu.name, gpu.pci_bus_id, gpu.pci_device_id) == (None, "01:00.0", None)
+
+
+def test_lspci_skips_functions_that_are_not_gpus() -> None:
+    text = (
+        "01:00.1 Audio device [0403]: NVIDIA Corporation GA102 High Definition Audio Controller"
+        " [10de:1aef] (rev a1)\n"
+        "07:00.0 Bridge [0680]: NVIDIA Corporation GH100 [H100 NVSwitch] [10de:22a3] (rev a1)\n"
+    )
+    assert not pci.detect_lspci(text)
+    assert pci.parse_lspci(text).gpus == []
+
+
+def test_vulkan_devices_run_by_mesa_give_no_driver_version() -> None:
+    text = (
+        "GPU0:\n\tapiVersion         = 1.3.289\n\tdriverVersion      = 24.2.0\n"
+        "\tvendorID           = 0x10de\n"
+        "\tdeviceName         = NVIDIA GeForce RTX 3060 (NVK GA106)\n"
+        "\tdriverID           = DRIVER_ID_MESA_NVK\n\tdriverInfo         = Mesa 24.2.0\n"
+    )
+    facts = vulkan.parse_vulkaninfo(text)
+    assert facts.driver.version is None
+    assert [g.name for g in facts.gpus] == ["NVIDIA GeForce RTX 3060 (NVK GA106)"]
+
+
+def test_vulkan_summary_takes_nvidias_driver_info() -> None:
+    text = (
+        "GPU0:\n\tdriverVersion      = 550.54.14.0\n\tvendorID           = 0x10de\n"
+        "\tdeviceName         = NVIDIA GeForce RTX 4090\n"
+        "\tdriverID           = DRIVER_ID_NVIDIA_PROPRIETARY\n\tdriverInfo         = 550.54.14\n"
+        "GPU1:\n\tdriverVersion      = 0.0.1\n\tvendorID           = 0x10005\n"
+        "\tdeviceName         = llvmpipe (LLVM 15.0.7, 256 bits)\n"
+    )
+    facts = vulkan.parse_vulkaninfo(text)
+    assert facts.driver.version == "550.54.14"
+    assert [g.name for g in facts.gpus] == ["NVIDIA GeForce RTX 4090"]
+
+
+def test_warp_without_its_banner_is_not_read() -> None:
+    text = '     "cuda:0"   : "NVIDIA GeForce RTX 5090" (32 GiB, sm_120, mempool enabled)\n'
+    assert not warp.detect_warp(text)
+    assert warp.parse_warp(text).gpus == []
+
+
+def test_docker_runtime_lines_with_the_nvidia_runtime() -> None:
+    text = " Runtimes: io.containerd.runc.v2 nvidia runc\n Default Runtime: nvidia\n"
+    docker = containers.parse_docker_runtime_lines(text).containers.docker
+    assert docker is not None
+    assert (docker.runtimes, docker.default_runtime) == (
+        ["io.containerd.runc.v2", "nvidia", "runc"],
+        "nvidia",
+    )
