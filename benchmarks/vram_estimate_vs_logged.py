@@ -3,7 +3,8 @@
 Run: .venv/bin/python -m benchmarks.vram_estimate_vs_logged
 Logged cases come from tests/fixtures/corpus/vram/ (KV / RS / compute lines); seed cases from
 ../shared/seeds/ (000: Qwen3.5-35B-A3B UD-Q5_K_XL, 24.6 GB file, 262144 ctx q8_0 on an
-RTX 5090, 31.8 GB used; the dense 27B Q6_K_XL, 25.7 GB, q4_0 KV at 128K, 29.2 GB used).
+RTX 5090, 31.8 GB used; the dense 27B Q6_K_XL, 25.7 GB, q4_0 KV at 128K, 29.2 GB used) and 001
+(the same A3B model, UD-Q4_K_XL, 19 GB file, on an RTX 5090: VRAM growth as the prompt grows).
 Hyperparameters not printed in a log are the models' published configs (marked "config").
 """
 
@@ -91,6 +92,34 @@ CASES = [
         (640.00, 0.0, 162.00, None),
     ),
     (
+        "pythia-2.8b 2k FA, CUDA0 V100 (ggml-org/ci)",
+        _info("gptneox", 32, 2560, 32, 32, 80, vocab_size=50304),
+        dict(ctx_size=2048),
+        None,
+        (640.00, 0.0, 103.25, None),
+    ),
+    (
+        "pythia-2.8b 2k no-FA -ngl 10/33, CUDA0 V100 (ggml-org/ci; KV = all layers)",
+        _info("gptneox", 32, 2560, 32, 32, 80, vocab_size=50304),
+        dict(ctx_size=2048, flash_attn="off", gpu_layers="10"),
+        None,
+        (640.00, 0.0, 203.99, None),
+    ),
+    (
+        "pythia-1.4b 2k no-FA, CPU (ggml-org/ci)",
+        _info("gptneox", 24, 2048, 16, 16, 128, vocab_size=50304),
+        dict(ctx_size=2048, flash_attn="off"),
+        None,
+        (384.00, 0.0, 102.25, None),
+    ),
+    (
+        "pythia-1.4b 128 ub128 no-FA, CPU (ggml-org/ci; b4343 did not pad 128 to 256)",
+        _info("gptneox", 24, 2048, 16, 16, 128, vocab_size=50304),
+        dict(ctx_size=128, flash_attn="off", n_ubatch=128),
+        None,
+        (24.00, 0.0, 25.56, None),
+    ),
+    (
         "seed 000 qwen3.5-35b-a3b 262k q8_0 (config)",
         _info(
             "qwen35moe", 40, 2048, 16, 2, 256, ssm_inner_size=4096, vocab_size=248320, **QWEN35_SSM
@@ -113,6 +142,17 @@ CASES = [
 ]
 
 
+A3B = _info("qwen35moe", 40, 2048, 16, 2, 256, ssm_inner_size=4096, vocab_size=248320, **QWEN35_SSM)
+SEED_001_UNIT = dict(
+    ctx_size=131072, parallel=4, cache_type_k="q4_0", cache_type_v="q8_0", flash_attn="on"
+)
+"""Seed 001's systemd unit: -c 131072 -np 4 --flash-attn on -ctk q4_0 -ctv q8_0, 19 GB file."""
+SEED_001_GROWTH = [(9_000, 0), (53_000, 88), (107_000, 192), (178_000, 330)]
+"""Seed 001's context table: prompt tokens and the VRAM growth measured beside them (MB, over
+the 9K row). Its run reached 178K tokens in one request, beyond the unit's 32768 per slot, so
+the table was measured under another --ctx-size, which the seed does not give."""
+
+
 def _ratio(estimate: float, logged: float | None) -> str:
     if logged is None:
         return "-"
@@ -133,6 +173,37 @@ def main() -> None:
         if weights is not None:
             whole = weights + memory.kv_mib + memory.rs_mib + memory.compute_mib + CUDA_CONTEXT_MIB
             print(f"  total   {_ratio(whole, total)}  (weights = file size)")
+    _seed_001()
+
+
+def _seed_001() -> None:
+    """The estimate beside seed 001's growth table: llama.cpp allocates KV, recurrent state and
+    compute buffers at load for the whole --ctx-size, so the estimate grows by 0 as a prompt
+    fills the cache; the KV of the cells a prompt uses is shown beside it for scale."""
+    unit = llama_memory(LlamaClaim("m", (0,), A3B, **SEED_001_UNIT), A3B)  # type: ignore[arg-type]
+    if not isinstance(unit, LlamaMemory):
+        print(f"seed 001: unknown ({unit})")
+        return
+    whole = 19 * GB + unit.kv_mib + unit.rs_mib + unit.compute_mib + CUDA_CONTEXT_MIB
+    print("seed 001 qwen3.5-35b-a3b UD-Q4_K_XL, unit -c 131072 -np 4 q4_0/q8_0 (config)")
+    print(
+        f"  at load: kv {unit.kv_mib:.2f} rs {unit.rs_mib:.2f} compute {unit.compute_mib:.2f}"
+        f" total {whole:.0f} MiB (weights = file size; no measured total in the seed)"
+    )
+    settings = dict(SEED_001_UNIT, parallel=1)
+    base = _kv_of(settings, SEED_001_GROWTH[0][0])
+    for tokens, grown in SEED_001_GROWTH:
+        used = _kv_of(settings, tokens) - base
+        print(
+            f"  {tokens:>7} tokens  measured +{grown:>3} MB  estimate +0 MiB (reserved at load)"
+            f"  [KV of those cells: +{used:.0f} MiB]"
+        )
+
+
+def _kv_of(settings: dict[str, object], tokens: int) -> float:
+    claim = LlamaClaim("m", (0,), A3B, **dict(settings, ctx_size=tokens))  # type: ignore[arg-type]
+    memory = llama_memory(claim, A3B)
+    return memory.kv_mib if isinstance(memory, LlamaMemory) else float("nan")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ internal error (one line; `gpuprov --debug ...` shows its traceback).
 
 from __future__ import annotations
 
+import copy
 import sys
 import traceback
 from enum import Enum
@@ -151,6 +152,18 @@ def _image(ref: str, facts: HostFacts) -> ContainerImage:
 
 @app.command()
 def check(
+    inventory: Annotated[
+        str | None,
+        typer.Argument(
+            help="A pyinfra inventory: check every host in it over SSH (no stack or secrets "
+            "needed). Without it, this host (or --from captures).",
+            show_default=False,
+        ),
+    ] = None,
+    limit: Annotated[
+        list[str] | None,
+        typer.Option("--limit", help="With an inventory: only these hosts or groups (globs)."),
+    ] = None,
     from_: FromOption = None,
     json_: JsonOption = False,
     fail_on: Annotated[
@@ -167,10 +180,15 @@ def check(
         ),
     ] = None,
 ) -> None:
-    """Check this host (or captured outputs) against the known-bad matrix."""
+    """Check this host (or captured outputs, or every host of an inventory) against the
+    known-bad matrix. Exit 1 when a finding reaches --fail-on, or a host could not be checked."""
     from checks.matrix import engine
     from checks.reporting import report
 
+    if inventory is not None:
+        raise typer.Exit(_check_fleet(inventory, limit, from_, image or [], json_, fail_on, redact))
+    if limit:
+        raise _fail("--limit selects hosts of an inventory: give the inventory file first")
     facts = _facts(from_)
     for ref in image or []:
         facts.containers.images.append(_image(ref, facts))
@@ -178,6 +196,42 @@ def check(
     emit(result, json_, redact)
     if engine.reaches(result.findings, fail_on.value):
         raise typer.Exit(1)
+
+
+def _check_fleet(
+    inventory: str,
+    limit: list[str] | None,
+    from_: list[str] | None,
+    images: list[str],
+    json_: bool,
+    fail_on: FailOn,
+    redacted: bool,
+) -> int:
+    from checks.matrix import engine
+    from provision import converge_cli, deploy, fleet_check
+    from provision.redact import anonymised
+
+    if from_:
+        raise _fail("--from describes one host; it cannot be combined with an inventory")
+    converge_cli.pyinfra_logging(False)
+    read: dict[tuple[str, str | None], ContainerImage] = {}
+
+    def image_for(ref: str, facts: HostFacts) -> ContainerImage:
+        """Each image is read once per architecture, however many hosts share it."""
+        key = (ref, facts.system.machine)
+        if key not in read:
+            read[key] = _image(ref, facts)
+        return copy.deepcopy(read[key])
+
+    try:
+        result = fleet_check.run(
+            inventory, limit, images, image_for, lambda m: print(m, file=sys.stderr, flush=True)
+        )
+    except deploy.InventoryError as exc:
+        raise _fail(str(exc)) from None
+    emit(anonymised(result) if redacted else result, json_, redacted)
+    failed = engine.reaches(result.findings(), fail_on.value)
+    return 1 if failed or (result.unreachable and fail_on.value != "never") else 0
 
 
 @app.command()

@@ -38,7 +38,7 @@ def no_known_hosts_file(record: logging.LogRecord) -> bool:
     return not (missing and str(record.msg).startswith("Failed to load host keys"))
 
 
-def _logging(verbose: bool) -> None:
+def pyinfra_logging(verbose: bool) -> None:
     """pyinfra's own messages (progress, file diffs) to stderr."""
     logger = logging.getLogger("pyinfra")
     logger.handlers[:] = [logging.StreamHandler(sys.stderr)]
@@ -201,7 +201,7 @@ def converge(
     lock_timeout: float = 900,
     settle: float = 10,
 ) -> int:
-    _logging(not as_json)
+    pyinfra_logging(not as_json)
     try:
         _say(f"gpuprov: checking {inventory}")
         run = deploy.start(inventory, limit, diff=not as_json)

@@ -11,6 +11,7 @@ import re
 from typing import Any, TypeVar
 
 from checks.facts.model import probed_hosts
+from checks.reporting.fleet import FleetReport
 
 REDACTED = "<redacted>"
 _KEYS = {"serial", "uuid", "hostname"}
@@ -73,3 +74,12 @@ def _masked(value: Any, hosts: re.Pattern[str] | None) -> Any:
         for k, v in fields.items()
     }
     return masked if isinstance(value, dict) else dataclasses.replace(value, **masked)
+
+
+def anonymised(r: FleetReport) -> FleetReport:
+    """The report with hosts renamed host1, host2, ... (inventory order) and every identifying
+    value redacted, so a fleet can be shared and its hosts still told apart."""
+    names = {h.name: f"host{i}" for i, h in enumerate(r.hosts, 1)}
+    hosts = [dataclasses.replace(redact(h), name=names[h.name]) for h in r.hosts]
+    shared = [dataclasses.replace(s, hosts=[names[n] for n in s.hosts]) for s in r.shared]
+    return dataclasses.replace(r, inventory=redact(r.inventory), hosts=hosts, shared=shared)

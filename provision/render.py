@@ -19,9 +19,10 @@ from rich.text import Text
 from checks.facts.model import HostFacts
 from checks.matrix.engine import Finding
 from checks.matrix.registry import Rule, area_title
+from checks.reporting.fleet import FleetHost, FleetReport, SharedFinding
 from checks.reporting.report import ImageVerdict, Report
 from provision.output import Explanation, Facts, Rules, printable
-from provision.redact import redact
+from provision.redact import anonymised, redact
 
 if TYPE_CHECKING:  # explain's modules load only for explain's own output
     from checks.logs.explain import Diagnosis
@@ -306,6 +307,75 @@ def view(model: object, redacted: bool = False) -> None:
 
 
 view.register(Report, report)
+
+
+def fleet(r: FleetReport, redacted: bool = False) -> None:
+    """An inventory's check: per host its key facts, findings and advice; then which hosts
+    share which finding, and the hosts that could not be checked."""
+    if redacted:
+        r = anonymised(r)
+    out = _console()
+    for host in r.hosts:
+        out.rule(f"[bold]{_m(host.name)}[/bold]")
+        if host.error is not None:
+            out.print(f"  [bold red]not checked[/bold red]: {_m(host.error)}")
+            continue
+        _fleet_host(out, host)
+    out.rule("Fleet")
+    if r.shared:
+        out.print(shared_findings(r.shared, len(r.hosts) - len(r.unreachable)))
+    else:
+        out.print("  No known problem found on any host that answered.")
+    for host in r.unreachable:
+        out.print(f"  [bold red]unreachable[/bold red] {_m(host.name)}: {_m(host.error or '')}")
+    counts = {s: sum(1 for f in r.findings() if f.severity == s) for s in STYLE}
+    flagged = sum(1 for h in r.hosts if h.findings)
+    out.print(
+        f"\n{len(r.hosts) - len(r.unreachable)} of {len(r.hosts)} host(s) checked; "
+        f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} info "
+        f"on {flagged} host(s)."
+    )
+
+
+def _fleet_host(out: Console, host: FleetHost) -> None:
+    f = host.facts
+    assert f is not None
+    gpus = ", ".join(f"{g.name or 'unknown GPU'} ({g.compute_capability or '?'})" for g in f.gpus)
+    driver = f.driver.version or f.driver.kernel_module_version
+    nvcc = ", ".join(t.version or "?" for t in f.toolkits) or "none"
+    out.print(
+        f"  GPUs: {_m(gpus or 'none found')}  driver: {_m(driver or 'unknown')} "
+        f"(CUDA {_m(f.driver.cuda_version or 'unknown')})  nvcc: {_m(nvcc)}"
+    )
+    if host.findings:
+        out.print(problems(host.findings))
+    else:
+        out.print("  No known problem found.")
+    if host.images:
+        out.print(image_verdicts(host.images))
+    for rec in host.recommendations:
+        out.print(f"  [dim]{_m(rec.topic)}:[/dim] [green]{_m(rec.value)}[/green]")
+
+
+def shared_findings(shared: Iterable[SharedFinding], checked: int) -> Table:
+    """One row per rule: how many of the checked hosts it fired on, and which."""
+    table = Table(box=None, padding=(0, 1))
+    for column in ("severity", "rule", "title", "hosts"):
+        table.add_column(column, overflow="fold")
+    for s in shared:
+        style = STYLE[s.severity]
+        table.add_row(
+            f"[{style}]{s.severity}[/{style}]",
+            s.rule,
+            _m(s.title),
+            f"{len(s.hosts)}/{checked}: {_m(', '.join(s.hosts))}",
+        )
+    return table
+
+
+@view.register
+def _fleet_view(model: FleetReport, redacted: bool = False) -> None:
+    fleet(model, redacted)
 
 
 @view.register

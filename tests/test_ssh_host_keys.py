@@ -26,7 +26,7 @@ def pyinfra_logger() -> Iterator[None]:
 def test_an_absent_known_hosts_file_is_quiet(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], pyinfra_logger: None
 ) -> None:
-    converge_cli._logging(verbose=False)
+    converge_cli.pyinfra_logging(verbose=False)
     get_host_keys((str(tmp_path / "no-such-file"),))  # pyinfra's own loader
     get_host_keys((str(tmp_path),))  # a folder where the file should be: a real fault
     err = capsys.readouterr().err

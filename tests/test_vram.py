@@ -125,7 +125,7 @@ LLAMA_CASES = {
     ),
     "one_of_three_layers": (
         dict(gpus=(0,), ctx_size=4096, gpu_layers="1"),
-        {0: (1 / 3, 4096, 64.0)},
+        {0: ((1 / 3, 1 / 2), 4096, 64.0)},
     ),
     "every_gpu_split_evenly": (
         dict(gpus=(), ctx_size=4096, gpu_layers="all"),
@@ -144,8 +144,14 @@ def test_llama_claim_from_a_real_gguf_header(tiny: GgufInfo, case: str) -> None:
     result = budget(TWO_3090, [LlamaClaim("tiny", model=tiny, **kwargs)])
     assert result.fits and result.problems == []
     for index, (share, ctx, bytes_per_32) in expected.items():
-        part = 1.0 if share == "all" else share
-        want = (tiny.tensor_bytes or 0) / MIB * part + kv_mib(2, ctx, 64, bytes_per_32) * part
+        # weights count the output layer as one more (1 of 3), KV only the 2 repeating layers
+        if share == "all":
+            part = cached = 1.0
+        elif isinstance(share, tuple):
+            part, cached = share
+        else:
+            part = cached = share
+        want = (tiny.tensor_bytes or 0) / MIB * part + kv_mib(2, ctx, 64, bytes_per_32) * cached
         slots = 1 if kwargs.get("kv_unified") else int(kwargs.get("parallel", 1))  # type: ignore[call-overload]
         cells = overhead(tiny, ctx // slots)
         assert held(result)[index] == {"tiny": pytest.approx(want + cells)}
@@ -266,10 +272,11 @@ def test_a_ctx_size_in_extra_args_counts(tiny: GgufInfo) -> None:
     )
     one = budget(TWO_3090[:1], claims[:1])
     two = budget(TWO_3090[:1], claims[1:])
-    # 16 times the context, a q8_0 V cache, and one layer of three on the GPU
+    # 16 times the context, a q8_0 V cache, and one layer of three on the GPU: 1/3 of the
+    # weights (the output layer counts) and 1/2 of the KV (only the 2 repeating layers hold it)
     kv = kv_mib(2, 65536, 64, 64.0) / 2 + kv_mib(2, 65536, 64, 34.0) / 2
     assert held(two)[0][more.unit] == pytest.approx(
-        ((tiny.tensor_bytes or 0) / MIB + kv) / 3 + overhead(tiny, 65536)
+        (tiny.tensor_bytes or 0) / MIB / 3 + kv / 2 + overhead(tiny, 65536)
     )
     assert held(two)[0][more.unit] > held(one)[0][plain.unit]
     (holder,) = [line for line in two.lines() if more.unit[:28] in line]

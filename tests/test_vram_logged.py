@@ -15,7 +15,7 @@ import gguf
 import pytest
 
 from checks.services.gguf_header import GgufInfo, summary
-from provision.vram import LlamaClaim, LlamaMemory, llama_memory
+from provision.vram import LlamaClaim, LlamaMemory, LlamaShare, llama_memory, llama_share
 
 CORPUS = Path(__file__).parent / "fixtures" / "corpus" / "vram"
 
@@ -139,6 +139,14 @@ def pythia_28b(w: gguf.GGUFWriter) -> None:
     w.add_head_count(32)
 
 
+def pythia_14b(w: gguf.GGUFWriter) -> None:
+    """ggml-org/ci (x86 CPU): llm_load_print_meta n_layer 24, n_head_kv 16 (no GQA), head 128."""
+    w.add_block_count(24)
+    w.add_context_length(2048)
+    w.add_embedding_length(2048)
+    w.add_head_count(16)
+
+
 def _logged(file: str) -> str:
     return (CORPUS / file).read_text(encoding="utf-8", errors="replace")
 
@@ -226,6 +234,50 @@ CASES = {
         640.00,
         0.0,
     ),
+    "pythia_28b_q4_0_2k_flash": (
+        "vram_pythia-2.8b_q4_0_2k_flash__ggml-ci-v100.txt",
+        "gptneox",
+        pythia_28b,
+        dict(ctx_size=2048),
+        "KV self size  =  640.00 MiB",
+        640.00,
+        0.0,
+    ),
+    "pythia_28b_ngl10_of_33_no_flash": (
+        "vram_pythia-2.8b_q4_0_ngl10-of-33_noflash__ggml-ci-v100.txt",
+        "gptneox",
+        pythia_28b,
+        dict(ctx_size=2048, flash_attn="off", gpu_layers="10"),
+        "KV self size  =  640.00 MiB",
+        640.00,
+        0.0,
+    ),
+    "pythia_14b_f16_2k_no_flash": (
+        "vram_pythia-1.4b_f16_2k-and-128_ub128__ggml-ci-x86-cpu.txt",
+        "gptneox",
+        pythia_14b,
+        dict(ctx_size=2048, flash_attn="off"),
+        "KV self size  =  384.00 MiB",
+        384.00,
+        0.0,
+    ),
+    "pythia_14b_f16_128_ub128_no_flash": (
+        "vram_pythia-1.4b_f16_2k-and-128_ub128__ggml-ci-x86-cpu.txt",
+        "gptneox",
+        pythia_14b,
+        dict(ctx_size=128, flash_attn="off", n_ubatch=128),
+        "KV self size  =   24.00 MiB",
+        24.00,
+        0.0,
+    ),
+}
+
+# case: why the KV differs from the log (a strict xfail): an older build's rule, not this model's
+KV_GAPS = {
+    "pythia_14b_f16_128_ub128_no_flash": (
+        "build 4343 logged n_ctx = 128 without flash attention: it did not pad 128 cells up to"
+        " 256 (24.00 MiB); the builds modelled here pad every n_ctx to 256, which gives 48.00 MiB"
+    ),
 }
 
 
@@ -237,7 +289,12 @@ def memory(tmp_path: Path, case: str) -> LlamaMemory:
     return result
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+def _kv_cases() -> list[object]:
+    marks = {c: [pytest.mark.xfail(strict=True, reason=why)] for c, why in KV_GAPS.items()}
+    return [pytest.param(case, marks=marks.get(case, []), id=case) for case in sorted(CASES)]
+
+
+@pytest.mark.parametrize("case", _kv_cases())
 def test_kv_and_rs_equal_the_logged_sizes(tmp_path: Path, case: str) -> None:
     file, _, _, _, line, kv, rs = CASES[case]
     assert line in _logged(file)
@@ -247,6 +304,19 @@ def test_kv_and_rs_equal_the_logged_sizes(tmp_path: Path, case: str) -> None:
         assert round(result.kv_mib, 2) == kv
     assert result.rs_mib == pytest.approx(rs, rel=0.01)
     assert round(result.rs_mib, 2) == rs
+
+
+def test_partial_offload_puts_the_kv_of_the_offloaded_layers_on_the_gpu(tmp_path: Path) -> None:
+    """-ngl 10 of 33 (32 repeating layers and the output layer): CUDA0 holds the KV of 10 of the
+    32 layers, 200.00 MiB, and the CPU the other 440.00 MiB; the output layer holds no KV."""
+    file, arch, fill, settings, *_ = CASES["pythia_28b_ngl10_of_33_no_flash"]
+    text = _logged(file)
+    assert "CUDA0 KV buffer size =   200.00 MiB" in text and "offloaded 10/33 layers" in text
+    model = _write(tmp_path / "pythia.gguf", arch, fill)
+    share = llama_share(LlamaClaim("m", (0,), model, **settings), 1)  # type: ignore[arg-type]
+    assert isinstance(share, LlamaShare), share
+    assert round(share.kv_mib, 2) == 200.00
+    assert share.layers == "10/33"
 
 
 def test_qwen35_layers_split_as_logged(tmp_path: Path) -> None:
@@ -351,6 +421,22 @@ COMPUTE = {
         " here as it did for gpt-oss (allocation order, not modelled)",
     ),
     "pythia_28b_f16_2k_no_flash": ("CUDA0 compute buffer size =   162.00 MiB", 162.00, 50304, ""),
+    "pythia_28b_q4_0_2k_flash": ("CUDA0 compute buffer size =   103.25 MiB", 103.25, 50304, ""),
+    "pythia_28b_ngl10_of_33_no_flash": (
+        "CUDA0 compute buffer size =   203.99 MiB",
+        203.99,
+        50304,
+        "0.794: 23 of 33 layers on the CPU (graph splits = 313 with bs=512); the CUDA0 buffer"
+        " also holds what crosses the CPU/GPU split boundaries, which the estimate of one fully"
+        " offloaded graph does not model",
+    ),
+    "pythia_14b_f16_2k_no_flash": ("CPU compute buffer size =   102.25 MiB", 102.25, 50304, ""),
+    "pythia_14b_f16_128_ub128_no_flash": (
+        "CPU compute buffer size =    25.56 MiB",
+        25.56,
+        50304,
+        "",
+    ),
 }
 
 

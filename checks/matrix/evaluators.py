@@ -236,13 +236,18 @@ def image_requires_cuda(facts: HostFacts, params: Mapping[str, Any]) -> Iterator
             }
 
 
-def _active_compat(facts: HostFacts) -> Iterator[tuple[str, Version]]:
-    """Compat libcuda that will be used: on the host's library path, or inside images."""
+def _active_compat(
+    facts: HostFacts, skip: frozenset[str] = frozenset()
+) -> Iterator[tuple[str, Version]]:
+    """Compat libcuda that will be used: on the host's library path, or inside images (but the
+    images whose subject is in `skip`)."""
     for lib in facts.compat:
         version = versions.driver(lib.driver_version)
         if lib.on_library_path and version is not None:
             yield _compat_label(lib), version
     for image in facts.containers.images:
+        if images.label(image) in skip:
+            continue
         version = images.compat_driver(image)
         if version is not None:
             yield f"{images.label(image)} compat libraries", version
@@ -277,10 +282,18 @@ def forward_compat_unsupported(facts: HostFacts, params: Mapping[str, Any]) -> I
 
 @evaluator
 def compat_older_than_driver(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
+    """Compat libcuda older than the driver; an image the more specific
+    vllm_compat_conf_under_nvidia_runtime reports (same cause, its own fix) is left to it."""
     driver = host_driver(facts)
     if driver is None:
         return
-    for label, compat in _active_compat(facts):
+    specific = frozenset(
+        match["subject"]
+        for rule in registry.rules()
+        if rule.check == "vllm_compat_conf_under_nvidia_runtime"
+        for match in vllm_compat_conf_under_nvidia_runtime(facts, rule.params)
+    )
+    for label, compat in _active_compat(facts, specific):
         if compat < driver[1]:
             yield {
                 "subject": label,
@@ -474,6 +487,23 @@ def compression_old_driver(facts: HostFacts, params: Mapping[str, Any]) -> Itera
             "driver": driver[0],
             "min_driver": params["min_driver"],
         }
+
+
+@evaluator
+def nvcc_rejects_host_gcc(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
+    """Each installed nvcc whose CUDA release accepts only an older GCC major than the host's gcc
+    (tables/host_compilers.toml); a release the table does not list is unknown and yields none."""
+    gcc = facts.system.gcc_version
+    for toolkit in facts.toolkits:
+        nvcc = toolkits.toolkit_version(toolkit)[0]
+        limit = toolkits.rejected_gcc(nvcc, gcc)
+        if limit is not None:
+            yield {
+                "subject": toolkit_label(toolkit),
+                "release": str(versions.release(nvcc)),
+                "gcc": str(gcc),
+                "gcc_max": str(limit),
+            }
 
 
 def replica_label(service: VllmService) -> str:

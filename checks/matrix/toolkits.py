@@ -4,8 +4,9 @@ the gate.
 An nvcc is good for a host when it can build for every GPU (tables/archs.toml) and no error rule
 that judges an nvcc reports it: a compiler known to miscompile for one of the GPUs (LCPP-001,
 LCPP-002), a CUDA family the driver cannot run (DRV-001), kernels the driver cannot load
-(LCPP-005), a host gcc newer than the nvcc accepts (BUILD-004). Those rules' evaluators apply the tests below, so an nvcc the recommendation or the
-gate calls good is never the subject of an error finding.
+(LCPP-005), a host gcc newer than it accepts (BUILD-004). Those rules' evaluators apply the
+tests below, so an nvcc the recommendation or the gate calls good is never the subject of an
+error finding.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from checks.logs.explain import Diagnosis
 from checks.logs.logsource import EXPLAIN_SCHEMA_VERSION, Result
 from checks.matrix.engine import SEVERITY_RANK, Finding
 from checks.matrix.registry import RULES_SCHEMA_VERSION
+from checks.reporting.fleet import FLEET_SCHEMA_VERSION, FleetHost, SharedFinding
 from checks.reporting.recommend import Recommendation
 from checks.reporting.report import REPORT_SCHEMA_VERSION, ImageVerdict
 
@@ -284,8 +285,23 @@ def fit_schema() -> dict[str, Any]:
     return _document("fit", "gpuprov fit estimate", FIT_SCHEMA_VERSION, properties, {})
 
 
+def fleet_schema() -> dict[str, Any]:
+    """`gpuprov check INVENTORY --json`: each host's report (or why it was not checked), and
+    which hosts share which finding."""
+    defs: dict[str, Any] = {}
+    properties = {
+        "inventory": _STRING,
+        "hosts": _type(list[FleetHost], defs),
+        "shared": _type(list[SharedFinding], defs),
+    }
+    return _document(
+        "fleet", "gpuprov check of an inventory", FLEET_SCHEMA_VERSION, properties, defs
+    )
+
+
 SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
     "report": report_schema,
+    "fleet": fleet_schema,
     "facts": facts_schema,
     "explain": explain_schema,
     "rules": rules_schema,
