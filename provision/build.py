@@ -131,6 +131,32 @@ def command(stack: Stack, build: Build, ccache_dir: str) -> list[str]:
     return [*argv, "--", *build.cmake_args]
 
 
+_BUILD_NAME = re.compile(r"[A-Za-z0-9][\w.+-]{0,200}")
+
+
+def list_builds_command(prefix: str) -> str:
+    """The builds under `prefix`, newest first, and `current`'s target on the last line."""
+    builds = shlex.quote(f"{prefix}/builds")
+    current = shlex.quote(f"{prefix}/current")
+    return f"ls -1t {builds} 2>/dev/null; echo \"current=$(readlink {current} 2>/dev/null)\""
+
+
+def prunable(listed: list[str], planned: str, keep: int) -> list[str]:
+    """Builds to remove so that the newest `keep` remain: `listed` is list_builds_command's
+    output; the planned build counts as the newest, and the one `current` points at is kept."""
+    current = ""
+    names: list[str] = []
+    for line in listed:
+        text = line.strip()
+        if text.startswith("current="):
+            current = text.removeprefix("current=").rstrip("/").removeprefix("builds/")
+        elif _BUILD_NAME.fullmatch(text) and text not in names:
+            names.append(text)
+    order = [planned, *(n for n in names if n != planned)]
+    kept = set(order[: max(keep, 1)]) | {planned, current}
+    return [n for n in names if n not in kept]
+
+
 def cuda_repo(os_id: str | None, os_version: str | None, machine: str | None) -> str:
     """NVIDIA's apt repository folder for a host, e.g. 'ubuntu2404/x86_64' or 'debian12/sbsa'."""
     if os_id not in ("ubuntu", "debian") or not os_version:

@@ -314,6 +314,15 @@ LimitOption = Annotated[
 ForceOption = Annotated[
     bool, typer.Option("--force", help="Change hosts even when the check finds errors.")
 ]
+PruneOption = Annotated[
+    int,
+    typer.Option(
+        "--prune-builds",
+        min=0,
+        metavar="N",
+        help="Remove llama.cpp builds past the newest N (never the one in use; 0 keeps all).",
+    ),
+]
 
 
 @app.command()
@@ -322,13 +331,15 @@ def plan(
     limit: LimitOption = None,
     force: ForceOption = False,
     as_json: JsonOption = False,
+    prune_builds: PruneOption = 0,
 ) -> None:
     """Check every host, then show what apply would change there, with file diffs."""
     from provision import converge_cli
 
-    raise typer.Exit(
-        converge_cli.converge(inventory, limit, apply=False, force=force, as_json=as_json)
+    code = converge_cli.converge(
+        inventory, limit, apply=False, force=force, as_json=as_json, prune_builds=prune_builds
     )
+    raise typer.Exit(code)
 
 
 @app.command()
@@ -351,6 +362,7 @@ def apply(
             help="Seconds every unit must stay up without a restart after the apply.",
         ),
     ] = 10,
+    prune_builds: PruneOption = 0,
 ) -> None:
     """Check every host, converge it (build llama.cpp, install and supervise its servers), then
     prove it: every unit stays up and every server answers a completion."""
@@ -365,8 +377,85 @@ def apply(
         as_json=as_json,
         lock_timeout=lock_timeout,
         settle=settle,
+        prune_builds=prune_builds,
     )
     raise typer.Exit(code)
+
+
+@app.command()
+def status(
+    inventory: InventoryArg,
+    limit: LimitOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Every service gpuprov manages on each host: its state and since when, restarts, the
+    canary's last check, the build or image it runs, the GPU memory it holds against the plan,
+    and how it differs from the inventory. Exit 1 unless every service runs as planned."""
+    from provision import converge_cli, deploy, status_cli
+
+    converge_cli.pyinfra_logging(False)
+    try:
+        result = status_cli.run(inventory, limit)
+    except deploy.InventoryError as exc:
+        raise _fail(str(exc)) from None
+    emit(result, as_json)
+    raise typer.Exit(0 if result.healthy() else 1)
+
+
+@app.command()
+def logs(
+    inventory: InventoryArg,
+    service: Annotated[
+        str,
+        typer.Argument(
+            help="A service of the inventory: a profile or replica name, 'balancer' or 'canary'."
+        ),
+    ],
+    limit: LimitOption = None,
+    since: Annotated[
+        str | None,
+        typer.Option("--since", help="As journalctl reads it: -1h, '2 hours ago', 2026-11-24."),
+    ] = None,
+    lines: Annotated[
+        int, typer.Option("--lines", "-n", min=0, help="The last N lines (0: all).")
+    ] = 200,
+    explain_: Annotated[
+        bool, typer.Option("--explain", help="Add what `gpuprov explain` finds in them.")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """A managed service's journal from every host that runs it, secrets masked."""
+    from provision import converge_cli, deploy, logs_cli
+
+    converge_cli.pyinfra_logging(False)
+    try:
+        result = logs_cli.run(inventory, limit, service, since, lines, explain_)
+    except (deploy.InventoryError, logs_cli.LogsError) as exc:
+        raise _fail(str(exc)) from None
+    emit(result, as_json)
+    raise typer.Exit(1 if any(log.error for log in result.logs) else 0)
+
+
+@app.command()
+def uninstall(
+    inventory: InventoryArg,
+    limit: LimitOption = None,
+    yes: Annotated[bool, typer.Option("-y", "--yes", help="Do not ask before removing.")] = False,
+    as_json: JsonOption = False,
+    lock_timeout: Annotated[
+        float, typer.Option("--lock-timeout", help="Seconds to wait for an apply to a host.")
+    ] = 900,
+) -> None:
+    """Remove what gpuprov installed on every host: its services' units and config, llama.cpp
+    builds, the canary and the balancer's config, with the plan shown first. Models, the model
+    cache, images, drivers, CUDA, the container toolkit and packages stay."""
+    from provision import converge_cli
+
+    raise typer.Exit(
+        converge_cli.uninstall(
+            inventory, limit, yes=yes, as_json=as_json, lock_timeout=lock_timeout
+        )
+    )
 
 
 app.command(name="fit")(fit_cli.fit)

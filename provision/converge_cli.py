@@ -200,6 +200,7 @@ def converge(
     as_json: bool = False,
     lock_timeout: float = 900,
     settle: float = 10,
+    prune_builds: int = 0,
 ) -> int:
     pyinfra_logging(not as_json)
     try:
@@ -213,22 +214,16 @@ def converge(
     try:
         if not apply:
             deploy.gate(run)
-            deploy.add_operations(run, force)
+            deploy.add_operations(run, force, prune_builds)
             _output(run, False, as_json)
             return _code(run)
         with stopped_by_signals(), deploy.locked(run, lock_timeout, _say):
             deploy.gate(run)
-            deploy.add_operations(run, force)
-            pending = any(op.status == "will change" for o in run.outcomes.values() for op in o.ops)
-            if pending and not yes:
-                if not sys.stdin.isatty():
-                    _output(run, False, as_json)
-                    _say("gpuprov: not a terminal: pass -y to apply")
-                    return 2
-                report(run, False)
-                if not typer.confirm("Apply these changes?"):
-                    return 1
-            if pending:
+            deploy.add_operations(run, force, prune_builds)
+            refused = _confirmed(run, yes, as_json, "apply", "Apply these changes?")
+            if refused is not None:
+                return refused
+            if _pending(run):
                 deploy.execute(run)
             elif not any(o.skipped for o in run.outcomes.values()):
                 _say("gpuprov: nothing to change")
@@ -237,6 +232,59 @@ def converge(
         return _code(run)
     finally:
         deploy.finish(run)
+
+
+def uninstall(
+    inventory: str,
+    limit: list[str] | None,
+    *,
+    yes: bool = False,
+    as_json: bool = False,
+    lock_timeout: float = 900,
+) -> int:
+    """Remove what gpuprov installed on every host (its units, files, builds, folders and
+    user); models, the model cache, pulled images, drivers, CUDA and packages stay. The plan of
+    removals is shown first; nothing changes without a yes."""
+    pyinfra_logging(not as_json)
+    try:
+        _say(f"gpuprov: reading what {inventory} installed")
+        run = deploy.start(inventory, limit, diff=not as_json, need_secrets=False)
+    except deploy.InventoryError as exc:
+        _say(f"gpuprov: {exc}")
+        return 2
+    for name, reason in run.unreachable.items():
+        _say(f"gpuprov: cannot connect to {name}: {reason}")
+    try:
+        with stopped_by_signals(), deploy.locked(run, lock_timeout, _say):
+            deploy.add_removals(run)
+            pending = _pending(run)
+            refused = _confirmed(run, yes, as_json, "uninstall", "Remove all of this?")
+            if refused is not None:
+                return refused
+            if pending:
+                deploy.execute(run)
+            elif not any(o.skipped for o in run.outcomes.values()):
+                _say("gpuprov: nothing installed by gpuprov was found")
+        _output(run, pending, as_json)
+        return 0 if all(not o.skipped and not o.failed for o in run.outcomes.values()) else 1
+    finally:
+        deploy.finish(run)
+
+
+def _pending(run: Run) -> bool:
+    return any(op.status == "will change" for o in run.outcomes.values() for op in o.ops)
+
+
+def _confirmed(run: Run, yes: bool, as_json: bool, verb: str, question: str) -> int | None:
+    """None to go on; else the exit code: 2 without a terminal to ask on, 1 when refused."""
+    if not _pending(run) or yes:
+        return None
+    if not sys.stdin.isatty():
+        _output(run, False, as_json)
+        _say(f"gpuprov: not a terminal: pass -y to {verb}")
+        return 2
+    report(run, False)
+    return None if typer.confirm(question) else 1
 
 
 class Stopped(SystemExit):

@@ -35,6 +35,7 @@ from pyinfra.api.state import State
 from pyinfra.context import host as current_host
 from pyinfra.facts.server import Command
 
+from checks.facts.model import HostFacts
 from provision import gate as gates
 from provision import host_shell, lock, nginx, role_table, servicefacts, stack, verify
 from provision.hostplan import HostPlan, secrets
@@ -164,7 +165,9 @@ def _matches(host: Host, pattern: str) -> bool:
     )
 
 
-def validate(path: str, hosts: list[Host]) -> dict[str, tuple[stack.Stack, dict[str, Any]]]:
+def validate(
+    path: str, hosts: list[Host], need_secrets: bool = True
+) -> dict[str, tuple[stack.Stack, dict[str, Any]]]:
     """Every selected host's stack, or InventoryError naming file, host and field.
 
     An unknown key with a role's prefix is an error; any other key that neither a role nor
@@ -188,7 +191,8 @@ def validate(path: str, hosts: list[Host]) -> dict[str, tuple[stack.Stack, dict[
             if typos:
                 raise stack.StackError(typos[0], "unknown setting")
             host_stack = stack.from_data(data)
-            secrets(host_stack)
+            if need_secrets:
+                secrets(host_stack)
             variables = stack.variables(data)
             if host_stack.balancer.enabled:
                 nginx.render(variables)  # every balancer value, as nginx reads it
@@ -211,11 +215,11 @@ def pyinfra_keys() -> frozenset[str]:
     return frozenset(keys)
 
 
-def start(path: str, limit: list[str] | None, diff: bool) -> Run:
+def start(path: str, limit: list[str] | None, diff: bool, need_secrets: bool = True) -> Run:
     """Load, validate and connect; InventoryError before any host is touched. `gate` follows
     (for apply, once the hosts' locks are held)."""
     state, inventory, hosts = load_inventory(path, limit)
-    stacks = validate(path, hosts)
+    stacks = validate(path, hosts, need_secrets)
     state.init(inventory, Config(DIFF=diff), initial_limit=hosts)
     state.print_output = False
     unreachable = connect(state, hosts)
@@ -308,19 +312,23 @@ def roles() -> dict[str, ModuleType]:
 
 
 def run_roles(plan: HostPlan, modules: Mapping[str, ModuleType]) -> None:
-    """Each role's pyinfra entry in table order, where its `when` holds for the host."""
+    """Each role's pyinfra entry in table order, where its `when` holds for the host; where it
+    does not, the role's `remove` (if it has one) takes away what an earlier apply installed."""
     results: dict[str, Any] = {}
     for role in role_table.ROLES:
         if role_table.runs(role, plan.variables):
             entry = getattr(modules[role.name], role.name)
             results[role.name] = entry(plan, *(results[name] for name in role.takes))
+        elif (remove := getattr(modules[role.name], "remove", None)) is not None:
+            remove(plan)
 
 
-def add_operations(run: Run, force: bool) -> None:
+def add_operations(run: Run, force: bool, prune_builds: int = 0) -> None:
     """Generate every host's operations (pyinfra reads the facts it needs and diffs files)."""
     r = roles()
     for plan in run.plans.values():
         plan.force = force
+        plan.prune_builds = prune_builds
     for outcome in run.outcomes.values():
         verdict = outcome.gate
         if outcome.skipped or verdict is None:
@@ -331,21 +339,46 @@ def add_operations(run: Run, force: bool) -> None:
             rules = ", ".join(dict.fromkeys(f.rule for f in verdict.blockers()))
             outcome.skipped = f"blocked by {rules} (use --force to apply anyway)"
 
-    @deploy("gpuprov")
-    def converge() -> None:
+    _generate(run, "gpuprov", lambda plan: run_roles(plan, r))
+
+
+def _generate(run: Run, name: str, operations: Callable[[HostPlan], None]) -> None:
+    """pyinfra generates `operations(plan)` on every host still in the run (reading the facts
+    they need and diffing files); what each would change is recorded in its outcome."""
+
+    @deploy(name)
+    def each_host() -> None:
         plan = run.plans.get(current_host.name)
         if plan is None or run.outcomes[plan.name].skipped:
             return
-        run_roles(plan, r)
+        operations(plan)
 
     try:
-        add_deploy(run.state, converge)
+        add_deploy(run.state, each_host)
     except PyinfraError as exc:  # every host failed while its operations were generated
         log.error("%s", exc)
     for h in run.state.failed_hosts:
         if h.name in run.outcomes and not run.outcomes[h.name].skipped:
             run.outcomes[h.name].skipped = "reading its state failed (see the errors above)"
     _record(run, lambda meta: "will change" if meta.changed else "unchanged")
+
+
+def add_removals(run: Run) -> None:
+    """Every host's `gpuprov uninstall` operations: each role's `uninstall`, last role first.
+    No gate: what is removed does not depend on the host's GPUs or driver."""
+    r = roles()
+    for name, (host_stack, variables) in run.stacks.items():
+        if name in run.outcomes and not run.outcomes[name].skipped:
+            empty = gates.HostGate(name, HostFacts())
+            run.plans[name] = HostPlan(name, host_stack, variables, empty)
+
+    def remove_all(plan: HostPlan) -> None:
+        for role in reversed(role_table.ROLES):
+            uninstall = getattr(r[role.name], "uninstall", None)
+            if uninstall is not None:
+                uninstall(plan)
+
+    _generate(run, "gpuprov uninstall", remove_all)
 
 
 def execute(run: Run) -> None:

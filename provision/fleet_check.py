@@ -67,12 +67,20 @@ def run(
 def probe(state: State, hosts: list[Host]) -> dict[str, tuple[str | None, str | None]]:
     """Every host's probe output at once; a host whose round trip fails gets its error (the
     others keep theirs)."""
+    return on_each(state, hosts, lambda h: get_fact(state, h, gates.Probes))
+
+
+def on_each(
+    state: State, hosts: list[Host], read: Callable[[Host], str]
+) -> dict[str, tuple[str | None, str | None]]:
+    """`read(host)` on every host at once, in pyinfra's context for it: (output, None), or
+    (None, why) for a host whose read failed (a dropped connection, a timeout)."""
 
     def one(h: Host) -> tuple[str | None, str | None]:
         with ctx_state.use(state), ctx_host.use(h):
             try:
-                return get_fact(state, h, gates.Probes), None
-            except Exception as exc:  # a dropped connection, a timeout: this host only
+                return read(h), None
+            except Exception as exc:  # this host only
                 return None, f"{type(exc).__name__}: {exc}"
 
     spawned = {h.name: state.pool.spawn(one, h) for h in hosts}

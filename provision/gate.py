@@ -240,5 +240,7 @@ def lint(facts: HostFacts, stack: Stack, image: str, found: ServiceFacts) -> lis
         if config is None and not r.local_model:
             config = modelconfig.guess_from_name(r.model)
         argv = vllm_cmd.serve_args(r)
-        replicas.append(services.service(r.name, image, version, argv, config))
+        replicas.append(
+            services.service(r.name, image, version, argv, config, list(r.gpus), dict(r.env))
+        )
     return service_findings(facts, [], replicas)

@@ -24,6 +24,8 @@ class HostPlan:
     balancer_diff: str | None = None
     # `apply --force`: the user overrides the gate, and the roles skip their own checks of it.
     force: bool = False
+    # `--prune-builds N`: keep the newest N llama.cpp builds and the one in use; 0 keeps all.
+    prune_builds: int = 0
 
 
 def secrets(stack: Stack, environ: dict[str, str] | None = None) -> dict[str, str]:

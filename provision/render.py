@@ -21,6 +21,7 @@ from checks.matrix.engine import Finding
 from checks.matrix.registry import Rule, area_title
 from checks.reporting.fleet import FleetHost, FleetReport, SharedFinding
 from checks.reporting.report import ImageVerdict, Report
+from checks.reporting.status import LogsReport, StatusReport
 from provision.output import Explanation, Facts, Rules, printable
 from provision.redact import anonymised, redact
 
@@ -371,6 +372,80 @@ def shared_findings(shared: Iterable[SharedFinding], checked: int) -> Table:
             f"{len(s.hosts)}/{checked}: {_m(', '.join(s.hosts))}",
         )
     return table
+
+
+def status_view(r: StatusReport, redacted: bool = False) -> None:
+    """Per host: one row per managed service, then stale units and the builds."""
+    out = _console()
+    for host in r.hosts:
+        out.rule(f"[bold]{_m(host.name)}[/bold]")
+        if host.error is not None:
+            out.print(f"  [bold red]not read[/bold red]: {_m(host.error)}")
+            continue
+        table = Table(box=None, padding=(0, 1))
+        for column in ("service", "state", "since", "restarts (1h)", "canary", "runs", "VRAM"):
+            table.add_column(column, overflow="fold")
+        for s in host.services:
+            style = "green" if s.state.startswith("active") else "bold red"
+            restarts = f"{_count(s.restarts)} ({_count(s.restarts_last_hour)})"
+            table.add_row(
+                _m(s.service),
+                f"[{style}]{_m(s.state)}[/{style}]",
+                _v(s.since),
+                restarts,
+                _v(s.canary),
+                _v(s.runs),
+                _vram(s.vram_used_mib, s.vram_planned_mib),
+            )
+        out.print(table)
+        for s in host.services:
+            for d in s.drift:
+                out.print(f"  [yellow]drift[/yellow] {_m(s.service)}: {_m(d)}")
+        for unit in host.stale:
+            out.print(
+                f"  [yellow]stale[/yellow] {_m(unit)}: not in the inventory; apply removes it"
+            )
+        planned = f" (planned: {host.build_planned})" if host.build_planned else ""
+        out.print(
+            f"  llama.cpp: current {_m(host.build_current or 'none')}{_m(planned)}; "
+            f"{len(host.builds)} build(s) kept"
+        )
+
+
+def _count(value: int | None) -> str:
+    return "?" if value is None else str(value)
+
+
+def _vram(used: int | None, planned: float | None) -> Text:
+    if used is None and planned is None:
+        return Text("-", style="dim")
+    text = f"{_count(used)} MiB" + (f" of {planned:.0f} planned" if planned is not None else "")
+    over = used is not None and planned is not None and used > planned * 1.05
+    return Text(text, style="yellow" if over else "")
+
+
+view.register(StatusReport, status_view)
+
+
+def logs_view(r: LogsReport, redacted: bool = False) -> None:
+    """Per host: the journal lines, then the diagnoses when --explain asked for them."""
+    out = _console()
+    for log in r.logs:
+        out.rule(f"[bold]{_m(log.host)}[/bold] {_m(log.unit)}")
+        if log.error is not None:
+            out.print(f"  [bold red]not read[/bold red]: {_m(log.error)}")
+            continue
+        for line in log.lines:
+            out.print(Text(printable(line)))
+        if log.diagnoses is not None:
+            out.rule("explain", style="dim")
+            if log.diagnoses:
+                out.print(problems(log.diagnoses))
+            else:
+                out.print("  No known failure found.")
+
+
+view.register(LogsReport, logs_view)
 
 
 @view.register

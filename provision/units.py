@@ -17,7 +17,7 @@ from typing import Any
 from pyinfra.api.command import FileUploadCommand, QuoteString, StringCommand
 from pyinfra.api.operation import operation
 from pyinfra.context import host
-from pyinfra.facts.files import File, FindFiles, Sha1File
+from pyinfra.facts.files import Directory, File, FindFiles, Sha1File
 from pyinfra.facts.server import Command
 from pyinfra.operations import files, server, systemd
 
@@ -85,6 +85,15 @@ def _secret_file(content: str, dest: str, folder: str) -> Generator[Any, None, N
     yield StringCommand("chown", "root:root", QuoteString(staged))
     yield StringCommand("chmod", "600", QuoteString(staged))
     yield StringCommand("mv", "-f", QuoteString(staged), QuoteString(dest))
+
+
+def remove_folder(path: str) -> None:
+    """Remove a folder gpuprov made, with what is in it, when it exists (a rerun changes
+    nothing). Refuses a path that is not absolute and at least two levels deep."""
+    if not path.startswith("/") or path.rstrip("/").count("/") < 2 or ".." in path.split("/"):
+        raise ValueError(f"{path!r}: not a folder gpuprov removes")
+    if host.get_fact(Directory, path=path):
+        files.directory(name=f"Remove {path}", path=path, present=False)
 
 
 def converge(

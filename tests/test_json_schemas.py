@@ -28,14 +28,20 @@ from tests.test_gate_vllm import R1, R2, judged
 GPUPROV = Path(sys.executable).parent / "gpuprov"
 # The schema each command's --json follows: checks/reporting/schemas/<kind>.schema.json.
 SCHEMA_OF = {
-    "check": "report",
-    "facts": "facts",
-    "explain": "explain",
-    "rules": "rules",
-    "plan": "converge",
-    "apply": "converge",
-    "fit": "fit",
+    "check": ("report", "fleet"),  # one host, or every host of an inventory
+    "facts": ("facts",),
+    "explain": ("explain",),
+    "rules": ("rules",),
+    "plan": ("converge",),
+    "apply": ("converge",),
+    "uninstall": ("converge",),
+    "fit": ("fit",),
+    "status": ("status",),
+    "logs": ("logs",),
 }
+# apply and uninstall change hosts: their JSON is checked on runs made elsewhere (test_apply_json
+# below, tests/e2e/test_apply_llama.py).
+CHANGES_HOSTS = {"apply", "uninstall"}
 RTX_3060 = str(REAL / "nvsmi_xml__telegraf_rtx-3060-v12.xml")
 RTX_5090_OLD_DRIVER = str(FIXTURES / "rules" / "DRV-004" / "fail.json")
 LOGS = [str(p) for p in sorted(REAL.glob("err*.txt"))]
@@ -43,22 +49,36 @@ LOGS = [str(p) for p in sorted(REAL.glob("err*.txt"))]
 INVENTORY = """\
 hosts = [("@local", {"llama_server_profiles": []}), ("127.0.0.1", {"ssh_port": 1})]
 """
+# One llama-server profile here, for `logs` (its journal may not exist here: an error entry).
+ONE_SERVICE = """\
+main = {"name": "main", "model": "/m.gguf", "port": 8080}
+hosts = [("@local", {"llama_server_profiles": [main]})]
+"""
 # Runs of the real command line; "{facts}" and "{inventory}" are files written per test.
-RUNS: dict[str, list[list[str]]] = {
+RUNS: dict[str, list[tuple[str, list[str]]]] = {
     "check": [
-        ["check", "--from", RTX_3060, "--json"],
-        ["check", "--from", "{facts}", "--json", "--redact"],
+        ("report", ["check", "--from", RTX_3060, "--json"]),
+        ("report", ["check", "--from", "{facts}", "--json", "--redact"]),
+        ("fleet", ["check", "{inventory}", "--json"]),
     ],
-    "facts": [["facts", "--from", RTX_3060, "--json"], ["facts", "--from", "{facts}", "--json"]],
-    "explain": [["explain", "--json", *LOGS], ["explain", "--json", LOGS[0], "--from", RTX_3060]],
-    "rules": [["rules", "--json"], ["rules", "CTR-002", "--json"]],
-    "plan": [["plan", "{inventory}", "--json"]],
+    "facts": [
+        ("facts", ["facts", "--from", RTX_3060, "--json"]),
+        ("facts", ["facts", "--from", "{facts}", "--json"]),
+    ],
+    "explain": [
+        ("explain", ["explain", "--json", *LOGS]),
+        ("explain", ["explain", "--json", LOGS[0], "--from", RTX_3060]),
+    ],
+    "rules": [("rules", ["rules", "--json"]), ("rules", ["rules", "CTR-002", "--json"])],
+    "plan": [("converge", ["plan", "{inventory}", "--json"])],
     "fit": [
-        ["fit", "{model}", "--ctx", "512", "--from", RTX_3060, "--json"],
-        ["fit", "{model}", "--ctx", "512", "--gpu", "tiny:100", "--json"],
+        ("fit", ["fit", "{model}", "--ctx", "512", "--from", RTX_3060, "--json"]),
+        ("fit", ["fit", "{model}", "--ctx", "512", "--gpu", "tiny:100", "--json"]),
     ],
+    "status": [("status", ["status", "{inventory}", "--json"])],
+    "logs": [("logs", ["logs", "{one_service}", "main", "--json"])],
 }
-CASES = [(command, argv) for command, runs in RUNS.items() for argv in runs]
+CASES = [(kind, argv) for runs in RUNS.values() for kind, argv in runs]
 
 
 def json_commands() -> set[str]:
@@ -78,8 +98,13 @@ def gpuprov(argv: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]
     facts.write_text(json.dumps({"schema_version": 1, "driver": {}, **case["facts"]}))
     inventory = tmp_path / "inv.py"
     inventory.write_text(INVENTORY)
+    one_service = tmp_path / "one.py"
+    one_service.write_text(ONE_SERVICE)
     model = tiny_gguf.write(tmp_path / "model.gguf")
-    args = [a.format(facts=facts, inventory=inventory, model=model) for a in argv]
+    args = [
+        a.format(facts=facts, inventory=inventory, model=model, one_service=one_service)
+        for a in argv
+    ]
     return subprocess.run(
         [str(GPUPROV), *args], capture_output=True, text=True, timeout=120, check=False
     )
@@ -105,17 +130,17 @@ def test_the_schema_folder_holds_exactly_the_generated_kinds() -> None:
 def test_every_command_with_json_has_a_schema_and_a_run() -> None:
     """apply changes hosts: its JSON is checked on a run made in test_apply_json below."""
     assert json_commands() == set(SCHEMA_OF)
-    assert set(SCHEMA_OF.values()) == set(schema.SCHEMAS)
-    assert set(RUNS) == set(SCHEMA_OF) - {"apply"}
+    assert {kind for kinds in SCHEMA_OF.values() for kind in kinds} == set(schema.SCHEMAS)
+    assert set(RUNS) == set(SCHEMA_OF) - CHANGES_HOSTS
+    assert all(kind in SCHEMA_OF[command] for command, runs in RUNS.items() for kind, _ in runs)
 
 
-@pytest.mark.parametrize(("command", "argv"), CASES, ids=[" ".join(a) for _, a in CASES])
+@pytest.mark.parametrize(("kind", "argv"), CASES, ids=[" ".join(a) for _, a in CASES])
 def test_json_output_validates_against_the_committed_schema(
-    command: str, argv: list[str], tmp_path: Path
+    kind: str, argv: list[str], tmp_path: Path
 ) -> None:
     done = gpuprov(argv, tmp_path)
     assert done.returncode in (0, 1), done.stderr
-    kind = SCHEMA_OF[command]
     data = validated(kind, json.loads(done.stdout))
     without_version = {k: v for k, v in data.items() if k != "schema_version"}
     with pytest.raises(jsonschema.ValidationError):
@@ -124,9 +149,9 @@ def test_json_output_validates_against_the_committed_schema(
         validated(kind, {**data, "unexpected": True})
 
 
-@pytest.mark.parametrize(("command", "argv"), CASES, ids=[" ".join(a) for _, a in CASES])
+@pytest.mark.parametrize(("kind", "argv"), CASES, ids=[" ".join(a) for _, a in CASES])
 def test_without_json_the_same_run_prints_its_text_view(
-    command: str, argv: list[str], tmp_path: Path
+    kind: str, argv: list[str], tmp_path: Path
 ) -> None:
     with_json = gpuprov(argv, tmp_path)
     text = gpuprov([a for a in argv if a != "--json"], tmp_path)

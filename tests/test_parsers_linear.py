@@ -21,11 +21,12 @@ from types import ModuleType
 import pytest
 from hypothesis import given
 
-from checks.facts import capture, parsers
+from checks.facts import capture, image_config, parsers
 from checks.facts.model import HostFacts
 from checks.facts.parsers import sections
 from checks.logs import explain, logscan
 from checks.services import llama_server_help, modelconfig, vllm_images
+from provision import build, status
 from tests.conftest import FIXTURES
 from tests.support.hostile import hostile_lines
 
@@ -59,6 +60,14 @@ def _scan(text: str) -> object:
     return explain.log_facts(found)
 
 
+def _reference(text: str) -> object:
+    """A reference is refused with ImageConfigError (the CLI's exit 2), never another error."""
+    try:
+        return image_config.parse_reference(text)
+    except image_config.ImageConfigError:
+        return None
+
+
 def _all_parsers() -> list[tuple[str, Parser]]:
     found: list[tuple[str, Parser]] = []
     for module in parsers.modules():
@@ -76,6 +85,9 @@ def _all_parsers() -> list[tuple[str, Parser]]:
         ("vllm_images.image_from_inspect", vllm_images.image_from_inspect),
         ("vllm_images.version_of_ref", vllm_images.version_of_ref),
         ("vllm_images.cuda_of_ref", vllm_images.cuda_of_ref),
+        ("status.parse", status.parse),
+        ("build.prunable", lambda text: build.prunable(text.splitlines(), "b1", 1)),
+        ("image_config.parse_reference", _reference),
     ]
     return found
 

@@ -235,6 +235,8 @@ class VllmService:
     speculative_method: str | None = None
     tensor_parallel_size: int | None = None
     expert_parallel: bool | None = None
+    gpus: list[int] | None = None  # the GPU indices the replica is given
+    env: dict[str, str] | None = None  # its tuning variables (NCCL_*, CUDA_*, ...), no secret
 
     def key(self) -> str | None:
         return self.name

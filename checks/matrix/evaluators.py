@@ -236,18 +236,13 @@ def image_requires_cuda(facts: HostFacts, params: Mapping[str, Any]) -> Iterator
             }
 
 
-def _active_compat(
-    facts: HostFacts, skip: frozenset[str] = frozenset()
-) -> Iterator[tuple[str, Version]]:
-    """Compat libcuda that will be used: on the host's library path, or inside images (but the
-    images whose subject is in `skip`)."""
+def _active_compat(facts: HostFacts, with_images: bool = True) -> Iterator[tuple[str, Version]]:
+    """Compat libcuda that will be used: on the host's library path, or inside images."""
     for lib in facts.compat:
         version = versions.driver(lib.driver_version)
         if lib.on_library_path and version is not None:
             yield _compat_label(lib), version
-    for image in facts.containers.images:
-        if images.label(image) in skip:
-            continue
+    for image in facts.containers.images if with_images else []:
         version = images.compat_driver(image)
         if version is not None:
             yield f"{images.label(image)} compat libraries", version
@@ -282,18 +277,14 @@ def forward_compat_unsupported(facts: HostFacts, params: Mapping[str, Any]) -> I
 
 @evaluator
 def compat_older_than_driver(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
-    """Compat libcuda older than the driver; an image the more specific
-    vllm_compat_conf_under_nvidia_runtime reports (same cause, its own fix) is left to it."""
+    """Compat libcuda on the host's library path older than the driver. An image's own compat
+    libraries are not judged here: whether they load depends on the toolkit's mode and version,
+    which the image does not tell; the one case known (vLLM's ld.so.conf.d under the nvidia
+    runtime) is vllm_compat_conf_under_nvidia_runtime's."""
     driver = host_driver(facts)
     if driver is None:
         return
-    specific = frozenset(
-        match["subject"]
-        for rule in registry.rules()
-        if rule.check == "vllm_compat_conf_under_nvidia_runtime"
-        for match in vllm_compat_conf_under_nvidia_runtime(facts, rule.params)
-    )
-    for label, compat in _active_compat(facts, specific):
+    for label, compat in _active_compat(facts, with_images=False):
         if compat < driver[1]:
             yield {
                 "subject": label,
@@ -707,3 +698,24 @@ def vllm_compat_conf_under_nvidia_runtime(
                 "compat_driver": str(compat),
                 "driver": driver[0],
             }
+
+
+@evaluator
+def vllm_tp_pcie_p2p(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
+    """A replica with tensor parallelism over consumer or workstation (PCIe) GPUs whose
+    environment leaves NCCL's peer-to-peer transport on."""
+    pcie = {"consumer", "workstation"}
+    for service in facts.vllm_services:
+        tp = service.tensor_parallel_size or 1
+        if tp < 2 or "NCCL_P2P_DISABLE" in (service.env or {}):
+            continue
+        wanted = set(service.gpus) if service.gpus is not None else None
+        used = [g for g in facts.gpus if wanted is None or g.index in wanted]
+        if len(used) < 2 or not all(g.brand_class in pcie for g in used):
+            continue
+        yield {
+            "subject": replica_label(service),
+            "count": str(len(used)),
+            "gpus": ", ".join(f"{g.index} {g.name or 'unknown'}" for g in used),
+            "tp": str(tp),
+        }

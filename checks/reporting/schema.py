@@ -24,6 +24,12 @@ from checks.matrix.registry import RULES_SCHEMA_VERSION
 from checks.reporting.fleet import FLEET_SCHEMA_VERSION, FleetHost, SharedFinding
 from checks.reporting.recommend import Recommendation
 from checks.reporting.report import REPORT_SCHEMA_VERSION, ImageVerdict
+from checks.reporting.status import (
+    LOGS_SCHEMA_VERSION,
+    STATUS_SCHEMA_VERSION,
+    HostStatus,
+    ServiceLog,
+)
 
 # plan/apply JSON is built in provision/converge_cli.py, which cannot be imported from here.
 CONVERGE_SCHEMA_VERSION = 2
@@ -285,6 +291,16 @@ def fit_schema() -> dict[str, Any]:
     return _document("fit", "gpuprov fit estimate", FIT_SCHEMA_VERSION, properties, {})
 
 
+def bench_schema() -> dict[str, Any]:
+    """`gpuprov bench --json`: the load, each concurrency level, the knee, the verdict. Derived
+    from provision/bench.py's dataclasses (that module imports only the standard library)."""
+    from provision.bench import BENCH_SCHEMA_VERSION, Bench
+
+    defs: dict[str, Any] = {}
+    properties = _object(Bench, defs)["properties"]
+    return _document("bench", "gpuprov bench", BENCH_SCHEMA_VERSION, properties, defs)
+
+
 def fleet_schema() -> dict[str, Any]:
     """`gpuprov check INVENTORY --json`: each host's report (or why it was not checked), and
     which hosts share which finding."""
@@ -299,14 +315,35 @@ def fleet_schema() -> dict[str, Any]:
     )
 
 
+def status_schema() -> dict[str, Any]:
+    """`gpuprov status INVENTORY --json`: each host's managed services as they run."""
+    defs: dict[str, Any] = {}
+    properties = {"inventory": _STRING, "hosts": _type(list[HostStatus], defs)}
+    return _document("status", "gpuprov status", STATUS_SCHEMA_VERSION, properties, defs)
+
+
+def logs_schema() -> dict[str, Any]:
+    """`gpuprov logs INVENTORY SERVICE --json`: each host's journal of the service."""
+    defs: dict[str, Any] = {}
+    properties = {
+        "inventory": _STRING,
+        "service": _STRING,
+        "logs": _type(list[ServiceLog], defs),
+    }
+    return _document("logs", "gpuprov logs", LOGS_SCHEMA_VERSION, properties, defs)
+
+
 SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
+    "logs": logs_schema,
     "report": report_schema,
     "fleet": fleet_schema,
+    "status": status_schema,
     "facts": facts_schema,
     "explain": explain_schema,
     "rules": rules_schema,
     "converge": converge_schema,
     "fit": fit_schema,
+    "bench": bench_schema,
 }
 
 

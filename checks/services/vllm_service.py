@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from checks import inputs
@@ -49,8 +49,11 @@ def service(
     version: str | None,
     argv: Sequence[str],
     config: ModelConfig | None,
+    gpus: Sequence[int] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> VllmService:
-    """The replica `name` running `image` (vLLM `version`) with `argv` after the image."""
+    """The replica `name` running `image` (vLLM `version`) with `argv` after the image, on
+    `gpus` with the environment `env`."""
     args = list(argv)
     flags, positional = parse_args(args)
     from_yaml = "--config" in flags
@@ -76,8 +79,19 @@ def service(
         cudagraph_mode=_text(compilation.get("cudagraph_mode")) if compilation else None,
         speculative_method=_text(speculative.get("method")) if speculative else None,
         tensor_parallel_size=_int(flags.get("--tensor-parallel-size")),
+        gpus=list(gpus) if gpus is not None else None,
+        env=_tuning(env) if env is not None else None,
         expert_parallel=_switch(flags, "--enable-expert-parallel", switch_default),
     )
+
+
+# Environment variables kept in the facts: engine tuning knobs. Others may hold a secret (a token
+# for some service) and reach the facts' JSON, so they are left out.
+TUNING_ENV = ("NCCL_", "CUDA_", "VLLM_", "PYTORCH_", "TORCH_", "OMP_")
+
+
+def _tuning(env: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k.startswith(TUNING_ENV) and "KEY" not in k}
 
 
 def parse_args(argv: Sequence[str]) -> tuple[dict[str, Any], list[str]]:

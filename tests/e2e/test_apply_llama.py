@@ -15,8 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
+from checks.reporting import schema
 from checks.services import llama_server_help
 from provision import lock
 from provision.testhost import hosts
@@ -125,6 +127,66 @@ def test_second_apply_changes_nothing(host: Host, inventory: Inventory) -> None:
     assert host.run(f"stat -c %Y {PREFIX}/current/bin/llama-server") == before
     assert [host.main_pid(f"gpuprov-llama-{n}.service") for n in ("alpha", "beta")] == pids
     assert_verified(result)
+
+
+def _status(inventory: Inventory) -> tuple[int, dict[str, Any], str]:
+    done = gpuprov("status", str(inventory.write()), "--json", timeout=300)
+    report = json.loads(done.stdout) if done.stdout.strip().startswith("{") else {}
+    return done.returncode, report, done.stderr
+
+
+def test_status_shows_every_service_as_planned(host: Host, inventory: Inventory) -> None:
+    code, report, stderr = _status(inventory)
+    assert code == 0, (stderr, report)
+    jsonschema.validate(report, schema.committed("status"))
+    [found] = report["hosts"]
+    services = {s["service"]: s for s in found["services"]}
+    assert set(services) == {"alpha", "beta", "canary"}
+    current = host.run(f"readlink {PREFIX}/current").strip().rsplit("/", 1)[-1]
+    assert found["build_current"] == found["build_planned"] == current
+    for name in ("alpha", "beta"):
+        s = services[name]
+        assert s["state"] == "active (running)" and s["drift"] == [], s
+        assert s["runs"] == current and s["since"]
+        assert s["canary"] and " ok: " in f" {s['canary']}", s  # the canary's last word
+        assert s["restarts_last_hour"] is not None
+    assert services["canary"]["state"] == "active (waiting)"
+    assert found["stale"] == []
+
+
+def test_status_names_an_edited_unit_and_a_stopped_one(host: Host, inventory: Inventory) -> None:
+    unit = "/etc/systemd/system/gpuprov-llama-beta.service"
+    host.run(f"echo '# edited by hand' >> {unit} && systemctl daemon-reload")
+    host.run("systemctl stop gpuprov-llama-alpha.service")
+    code, report, _ = _status(inventory)
+    assert code == 1
+    services = {s["service"]: s for s in report["hosts"][0]["services"]}
+    assert any(d.startswith("not running (inactive") for d in services["alpha"]["drift"])
+    assert any("gpuprov-llama-beta.service" in d for d in services["beta"]["drift"])
+    text = gpuprov("status", str(inventory.write()), timeout=300).stdout
+    assert "drift alpha: not running" in text
+    code, _, stderr = apply(inventory)  # apply puts both back
+    assert code == 0, stderr
+    assert _status(inventory)[0] == 0
+
+
+def test_prune_builds_keeps_the_newest_and_the_one_in_use(host: Host, inventory: Inventory) -> None:
+    """Two older builds (dated back, so `current` is the newest) go with --prune-builds 1;
+    plan shows their removal first, and apply without the option keeps every build."""
+    current = host.run(f"readlink {PREFIX}/current").strip().rsplit("/", 1)[-1]
+    for name, age in (("b0001-old", "2 days ago"), ("b0002-older", "3 days ago")):
+        host.run(f"mkdir -p {PREFIX}/builds/{name}/bin && touch -d '{age}' {PREFIX}/builds/{name}")
+    assert apply(inventory)[0] == 0
+    assert host.ok(f"test -d {PREFIX}/builds/b0001-old")  # nothing pruned unless asked
+    shown = gpuprov("plan", str(inventory.write()), "--prune-builds", "1")
+    assert "Remove the old build b0001-old" in shown.stdout + shown.stderr
+    assert host.ok(f"test -d {PREFIX}/builds/b0001-old")  # plan changed nothing
+    code, _, stderr = apply(inventory, "--prune-builds", "1")
+    assert code == 0, stderr
+    kept = host.run(f"ls -1 {PREFIX}/builds").split()
+    assert kept == [current], kept
+    assert host.run(f"readlink {PREFIX}/current").strip().endswith(current)
+    assert apply(inventory, "--prune-builds", "1")[1]["hosts"][inventory.name]["changed"] == 0
 
 
 def test_kill_9_is_restarted_by_systemd(host: Host) -> None:
@@ -305,6 +367,18 @@ def test_forced_refused_flag_fails_apply_with_the_journal_and_a_diagnosis(
     assert "FAILING     gpuprov-llama-alpha.service: " in text.stdout, text.stdout
     assert "| error: invalid argument: --mlock" in text.stdout
     assert "LCPP-009" in text.stdout
+    # `gpuprov logs --explain` reads the same journal later, from the inventory alone.
+    inventory_file = str(inventory.write(llama_server_profiles=profiles))
+    logs = gpuprov(
+        "logs", inventory_file, "alpha", "--since", "-10min", "--lines", "0", "--explain", "--json"
+    )
+    assert logs.returncode == 0, logs.stderr
+    [log] = json.loads(logs.stdout)["logs"]
+    assert log["unit"] == "gpuprov-llama-alpha.service" and log["error"] is None
+    assert any("error: invalid argument: --mlock" in line for line in log["lines"])
+    assert log["diagnoses"][0]["rule"] == "LCPP-009"
+    unknown = gpuprov("logs", inventory_file, "gamma")
+    assert unknown.returncode == 2 and "its services: alpha, beta, canary" in unknown.stderr
 
 
 def test_a_crash_loop_ends_at_the_start_limit_and_the_canary_starts_it_again(host: Host) -> None:
@@ -343,3 +417,36 @@ def test_a_healthy_stack_converges_again_and_then_changes_nothing(
         op for op in result["operations"] if op["status"] != "unchanged"
     ]
     assert_verified(result)
+
+
+def test_uninstall_shows_its_plan_then_removes_what_gpuprov_installed(
+    host: Host, inventory: Inventory
+) -> None:
+    """The plan first (no terminal: nothing removed, exit 2), then with -y every unit, config
+    file, build, script, the canary and the servers' user go; the model stays, and so does the
+    compiler cache mounted from outside (the inventory points the role at another folder). A
+    second uninstall finds nothing."""
+    path = str(inventory.write(llama_cpp_ccache_dir="/var/cache/gpuprov/ccache-of-this-test"))
+    shown = gpuprov("uninstall", path)
+    assert shown.returncode == 2 and "pass -y to uninstall" in shown.stderr
+    assert "Stop removed profile gpuprov-llama-alpha.service" in shown.stdout
+    assert host.active("gpuprov-llama-alpha.service")  # the plan changed nothing
+    done = gpuprov("uninstall", path, "-y", "--json")
+    assert done.returncode == 0, done.stderr
+    for gone in (
+        "/etc/systemd/system/gpuprov-llama-alpha.service",
+        "/etc/systemd/system/gpuprov-llama-beta.service",
+        "/etc/systemd/system/gpuprov-canary.timer",
+        "/etc/gpuprov/llama",
+        "/etc/gpuprov/canary.tsv",
+        "/usr/local/lib/gpuprov/canary.py",
+        "/usr/local/lib/gpuprov/llama-build.sh",
+        PREFIX,
+    ):
+        assert not host.ok(f"test -e {gone}"), gone
+    assert not host.active("gpuprov-llama-alpha.service")
+    assert not host.ok("id gpuprov-llama")
+    assert host.ok(f"test -f {MODEL}")
+    assert host.ok("test -d /var/cache/gpuprov/ccache")
+    again = json.loads(gpuprov("uninstall", path, "-y", "--json").stdout)
+    assert again["hosts"][inventory.name]["changed"] == 0

@@ -287,3 +287,27 @@ def test_removed_replica_is_stopped_and_leaves_the_balancer(
     assert "127.0.0.1:8500" in conf and "127.0.0.1:8501" not in conf
     seen = {request(host, "/v1/completions")[1] for _ in range(3)}
     assert seen == {"gpuprov-vllm-qwen-1"}
+
+
+def test_llama_servers_left_from_an_earlier_apply_are_removed(
+    host: Host, inventory: Inventory
+) -> None:
+    """An earlier apply served a llama.cpp profile here; now only vLLM replicas are planned, so
+    the llama_server role does not run, and its `remove` stops the unit and deletes the unit and
+    its EnvironmentFile (which may hold a key). The unit is the shape the role writes."""
+    host.run(
+        "mkdir -p /etc/gpuprov/llama && echo 'LLAMA_API_KEY=old' > /etc/gpuprov/llama/old.env"
+        " && chmod 600 /etc/gpuprov/llama/old.env && printf '[Unit]\\nDescription=old\\n"
+        "[Service]\\nEnvironmentFile=/etc/gpuprov/llama/old.env\\nExecStart=/bin/sleep infinity\\n"
+        "[Install]\\nWantedBy=multi-user.target\\n' > /etc/systemd/system/gpuprov-llama-old.service"
+        " && systemctl daemon-reload && systemctl enable --now gpuprov-llama-old.service"
+    )
+    assert host.active("gpuprov-llama-old.service")
+    code, report, stderr = apply(inventory)
+    assert code == 0, stderr
+    changed = [op["name"] for op in host_report(report, inventory)["operations"]]
+    assert "Stop removed profile gpuprov-llama-old.service" in changed, changed
+    assert not host.active("gpuprov-llama-old.service")
+    assert not host.ok("test -e /etc/systemd/system/gpuprov-llama-old.service")
+    assert not host.ok("test -e /etc/gpuprov/llama/old.env")
+    assert apply(inventory)[0] == 0

@@ -8,7 +8,7 @@ from io import StringIO
 from pyinfra.api.deploy import deploy
 from pyinfra.context import host
 from pyinfra.facts.deb import DebPackages
-from pyinfra.facts.files import File
+from pyinfra.facts.files import Directory, File
 from pyinfra.operations import apt, files, systemd
 
 from provision import retry, stack, templates
@@ -17,6 +17,7 @@ from provision.hostplan import HostPlan
 FILES = stack.role_path("canary", "files")
 UNITS = "/etc/systemd/system"
 TIMER = "gpuprov-canary.timer"
+SERVICE = "gpuprov-canary.service"
 
 
 @deploy("Canary")
@@ -76,3 +77,22 @@ def canary(plan: HostPlan) -> None:
         enabled=True,
         restarted=any(op.changed for op in units + ops),
     )
+
+
+@deploy("Canary removed")
+def uninstall(plan: HostPlan) -> None:
+    """`gpuprov uninstall`: the timer and its service, the script, its targets and its state."""
+    v = plan.variables
+    present = [u for u in (TIMER, SERVICE) if host.get_fact(File, path=f"{UNITS}/{u}")]
+    for unit in present:
+        systemd.service(name=f"Stop {unit}", service=unit, running=False, enabled=False)
+        files.file(name=f"Remove {unit}", path=f"{UNITS}/{unit}", present=False)
+    if present:
+        systemd.daemon_reload(name="Reload systemd units")
+    for path in (v["canary_script"], v["canary_config"]):
+        if host.get_fact(File, path=path):
+            files.file(name=f"Remove {path}", path=path, present=False)
+    if host.get_fact(Directory, path=v["canary_state_dir"]):
+        files.directory(
+            name=f"Remove {v['canary_state_dir']}", path=v["canary_state_dir"], present=False
+        )

@@ -88,3 +88,21 @@ def llama_server(plan: HostPlan, binary: OperationMeta | None) -> None:
     units.converge(
         changed, "gpuprov-llama-*.service", "profile", config_dir, restart_all=binary is not None
     )
+
+
+@deploy("llama.cpp servers removed")
+def remove(plan: HostPlan) -> None:
+    """No profile is planned any more (vLLM replicas serve instead): stop and remove every
+    llama-server unit and EnvironmentFile an earlier apply installed."""
+    units.converge(
+        {}, "gpuprov-llama-*.service", "profile", plan.variables["llama_server_config_dir"]
+    )
+
+
+@deploy("llama.cpp servers uninstalled")
+def uninstall(plan: HostPlan) -> None:
+    """`gpuprov uninstall`: every server's unit and EnvironmentFile, their folder and user."""
+    config_dir = plan.variables["llama_server_config_dir"]
+    units.converge({}, "gpuprov-llama-*.service", "profile", config_dir)
+    units.remove_folder(config_dir)
+    server.user(name="Remove the servers' system user", user=plan.stack.server_user, present=False)

@@ -34,23 +34,36 @@ SCRIPT = "/usr/local/lib/gpuprov/gpuprov-lb-install.sh"
 SERVICE = "nginx.service"
 
 
+def _remove(plan: HostPlan, dest: str) -> None:
+    """Take the balancer out of nginx (conf.d's file and the rendered copy), then reload it."""
+    if host.get_fact(File, path=dest):
+        planned(plan, dest, "")
+    for path in (dest, RENDERED):
+        if host.get_fact(File, path=path):
+            files.file(name=f"Remove {path}", path=path, present=False)
+    if host.get_fact(File, path=dest):  # a previous apply installed the balancer
+        systemd.service(
+            name="Reload nginx without the balancer",
+            service=SERVICE,
+            running=None,
+            reloaded=True,
+        )
+
+
+@deploy("Load balancer removed")
+def uninstall(plan: HostPlan) -> None:
+    """`gpuprov uninstall`: the balancer and its install script; nginx itself stays."""
+    _remove(plan, nginx.path(plan.variables["nginx_lb_conf"], "nginx_lb_conf"))
+    if host.get_fact(File, path=SCRIPT):
+        files.file(name=f"Remove {SCRIPT}", path=SCRIPT, present=False)
+
+
 @deploy("Load balancer")
 def nginx_lb(plan: HostPlan) -> None:
     v = plan.variables
     dest = nginx.path(v["nginx_lb_conf"], "nginx_lb_conf")
     if not plan.stack.balancer.enabled:
-        if host.get_fact(File, path=dest):
-            planned(plan, dest, "")
-        for path in (dest, RENDERED):
-            if host.get_fact(File, path=path):
-                files.file(name=f"Remove {path}", path=path, present=False)
-        if host.get_fact(File, path=dest):  # a previous apply installed the balancer
-            systemd.service(
-                name="Reload nginx without the balancer",
-                service=SERVICE,
-                running=None,
-                reloaded=True,
-            )
+        _remove(plan, dest)
         return
     config = nginx.render(v)  # a bad value stops here, before any operation runs
     if "nginx" not in (host.get_fact(DebPackages) or {}):

@@ -80,3 +80,12 @@ def vllm(plan: HostPlan) -> None:
             unit_op = files.put(name=f"Unit {r.unit}", src=StringIO(unit), dest=dest, mode="644")
             changed[r.unit] = bool(env_op.changed or unit_op.changed)
     units.converge(changed, "gpuprov-vllm-*.service", "replica", settings.config_dir)
+
+
+@deploy("vLLM replicas removed")
+def uninstall(plan: HostPlan) -> None:
+    """`gpuprov uninstall`: every replica's unit and EnvironmentFile (its container is --rm).
+    The model cache and the pulled images stay: models are the user's."""
+    config_dir = plan.stack.vllm.config_dir
+    units.converge({}, "gpuprov-vllm-*.service", "replica", config_dir)
+    units.remove_folder(config_dir)
