@@ -157,7 +157,7 @@ def percentiles(values: Sequence[float]) -> Percentiles:
     return Percentiles(*(_round(percentile(values, q)) for q in (50, 90, 99)))
 
 
-def _round(value: float | None, digits: int = 1) -> float | None:
+def _round(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
 
 
@@ -222,7 +222,9 @@ def knee(levels: Sequence[Level]) -> int | None:
 
 
 def duration(ms: float) -> str:
-    """420 ms, 2.1 s."""
+    """0.4 ms, 420 ms, 2.1 s."""
+    if ms < 10:
+        return f"{ms:.1f} ms"
     return f"{ms:.0f} ms" if ms < 1000 else f"{ms / 1000:.1f} s"
 
 
@@ -239,7 +241,9 @@ def verdict(levels: Sequence[Level], goal_ms: float, knee_at: int | None) -> str
     first_miss = next((i for i, level in enumerate(levels) if not level.meets_goal), None)
     if first_miss is None:
         top = levels[-1].concurrency
-        words = [f"{_users(top)} with first token under {goal} (p90): the sweep found no limit"]
+        words = [
+            f"{_users(top)} with first token under {goal} (p90): the goal held across the sweep"
+        ]
     else:
         miss = levels[first_miss]
         how = _miss(miss, goal)
@@ -340,7 +344,8 @@ def read_line(stream: Stream, line: str) -> bool:
     if isinstance(usage, dict):
         stream.usage_tokens = _count(usage.get("completion_tokens"), stream.usage_tokens)
         stream.prompt_tokens = _count(usage.get("prompt_tokens"), stream.prompt_tokens)
-    for choice in event.get("choices") or []:
+    choices = event.get("choices")
+    for choice in choices if isinstance(choices, list) else []:
         delta = choice.get("delta") if isinstance(choice, dict) else None
         if isinstance(delta, dict) and (delta.get("content") or delta.get("reasoning_content")):
             stream.chunks += 1
@@ -403,6 +408,8 @@ def send(where: Endpoint, payload: dict[str, Any], origin: float) -> Sample:
             if read_line(stream, raw.decode("utf-8", "replace")):
                 last = time.perf_counter() - origin
                 first = last if first is None else first
+        if stream.done:
+            response.read(1 << 16)  # the end of the chunked body: closing early resets it
     except (OSError, http.client.HTTPException) as exc:
         stream.error = _reason(exc)
     finally:

@@ -212,7 +212,7 @@ def show(result: load_test.Bench) -> None:
 
     t = result.target
     where = f"{t.service} on {t.host} ({t.url})" if t.service else t.url
-    out = Console(highlight=False, soft_wrap=False)
+    out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 100)
     out.print(
         f"bench     {printable(where)}" + (f", model {printable(t.model)}" if t.model else "")
     )
@@ -230,26 +230,21 @@ def show(result: load_test.Bench) -> None:
         f"streamed; {size}"
     )
     table = Table(box=None, padding=(0, 1))
-    for column in ("users", "ok", "TTFT p50", "p90", "p99", "ITL p50", "p90"):
-        table.add_column(column, justify="right")
-    table.add_column("tok/s/stream", justify="right")
-    table.add_column("latency p90", justify="right")
-    table.add_column("aggregate tok/s")
+    for column in ("users", "ok", "TTFT p50", "TTFT p90", "ITL p50", "stream", "latency p90"):
+        table.add_column(column, justify="right", no_wrap=True)
+    table.add_column("aggregate tok/s", no_wrap=True)
     top = max((level.aggregate_tok_s for level in result.levels), default=0.0)
     for level in result.levels:
-        mark = "  ← knee" if level.knee else ""
-        goal = "" if level.meets_goal else " [red]✗[/red]"
         table.add_row(
             str(level.concurrency),
             f"{level.succeeded}/{level.requests}",
             _ms(level.ttft_ms.p50),
-            _ms(level.ttft_ms.p90) + goal,
-            _ms(level.ttft_ms.p99),
+            _ms(level.ttft_ms.p90) + ("" if level.meets_goal else " ✗"),
             _ms(level.itl_ms.p50),
-            _ms(level.itl_ms.p90),
             _num(level.stream_tok_s.p50),
             _ms(level.latency_ms.p90),
-            f"{bar(level.aggregate_tok_s, top)} {level.aggregate_tok_s:.1f}{mark}",
+            f"{bar(level.aggregate_tok_s, top, 10):<11}{level.aggregate_tok_s:7.1f}"
+            + (" knee" if level.knee else ""),
         )
     out.print(table)
     for level in result.levels:
@@ -258,7 +253,9 @@ def show(result: load_test.Bench) -> None:
     sources = sorted({level.tokens_from for level in result.levels} - {"none"})
     counted = {"usage": "the server's usage", "chunks": "streamed chunks counted"}
     out.print(
-        "tokens    from " + (", ".join(counted.get(s, s) for s in sources) or "nothing measured")
+        "tokens    from "
+        + (", ".join(counted.get(s, s) for s in sources) or "nothing measured")
+        + "; stream: a stream's tok/s; ✗: over the TTFT goal or requests failed"
     )
     goal = load_test.duration(result.ttft_goal_ms)
     out.print(f"verdict   {printable(result.verdict)} (goal: TTFT p90 ≤ {goal})", markup=False)
@@ -494,4 +491,11 @@ def _run(
             base, model or found.model or None, found.name, found.host, how or None
         )
         _progress(f"{found.name} on {found.host}: {base}" + (f" ({how})" if how else ""))
-        return measure(target, base, key, load, timeout)
+        try:
+            return measure(target, base, key, load, timeout)
+        except load_test.BenchError as exc:
+            if not how:
+                raise
+            raise load_test.BenchError(
+                f"{exc} (through {how}: does {found.name} run on {found.host}?)"
+            ) from None

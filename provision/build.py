@@ -138,7 +138,7 @@ def list_builds_command(prefix: str) -> str:
     """The builds under `prefix`, newest first, and `current`'s target on the last line."""
     builds = shlex.quote(f"{prefix}/builds")
     current = shlex.quote(f"{prefix}/current")
-    return f"ls -1t {builds} 2>/dev/null; echo \"current=$(readlink {current} 2>/dev/null)\""
+    return f'ls -1t {builds} 2>/dev/null; echo "current=$(readlink {current} 2>/dev/null)"'
 
 
 def prunable(listed: list[str], planned: str, keep: int) -> list[str]:

@@ -16,7 +16,9 @@ import typer
 from typer.core import TyperGroup
 
 from checks.facts.model import ContainerImage, HostFacts
-from provision import fit_cli
+from checks.reporting.ci_subjects import Subject
+from provision import bench_cli, ci_output, fit_cli
+from provision.ci_output import FormatOption
 from provision.output import Explanation, Facts, Rules, emit, printable
 
 if TYPE_CHECKING:
@@ -170,6 +172,7 @@ def check(
         FailOn, typer.Option("--fail-on", help="Exit 1 when a finding is this severe or worse.")
     ] = FailOn.error,
     redact: RedactOption = False,
+    format_: FormatOption = None,
     image: Annotated[
         list[str] | None,
         typer.Option(
@@ -185,15 +188,23 @@ def check(
     from checks.matrix import engine
     from checks.reporting import report
 
+    if json_ and format_ is not None:
+        raise _fail("--json and --format are alternatives: give one")
     if inventory is not None:
-        raise typer.Exit(_check_fleet(inventory, limit, from_, image or [], json_, fail_on, redact))
+        raise typer.Exit(
+            _check_fleet(inventory, limit, from_, image or [], json_, fail_on, redact, format_)
+        )
     if limit:
         raise _fail("--limit selects hosts of an inventory: give the inventory file first")
     facts = _facts(from_)
     for ref in image or []:
         facts.containers.images.append(_image(ref, facts))
     result = report.build(facts)
-    emit(result, json_, redact)
+    if format_ is not None:
+        name = ", ".join(from_) if from_ else (result.facts.system.hostname or "localhost")
+        ci_output.emit(format_, [Subject(name, "host", result.findings)], "gpuprov check", None)
+    else:
+        emit(result, json_, redact)
     if engine.reaches(result.findings, fail_on.value):
         raise typer.Exit(1)
 
@@ -206,6 +217,7 @@ def _check_fleet(
     json_: bool,
     fail_on: FailOn,
     redacted: bool,
+    format_: ci_output.CiFormat | None = None,
 ) -> int:
     from checks.matrix import engine
     from provision import converge_cli, deploy, fleet_check
@@ -229,7 +241,12 @@ def _check_fleet(
         )
     except deploy.InventoryError as exc:
         raise _fail(str(exc)) from None
-    emit(anonymised(result) if redacted else result, json_, redacted)
+    shown = anonymised(result) if redacted else result
+    if format_ is not None:
+        subjects = [Subject(h.name, "host", h.findings, h.error) for h in shown.hosts]
+        ci_output.emit(format_, subjects, "gpuprov check", inventory)
+    else:
+        emit(shown, json_, redacted)
     failed = engine.reaches(result.findings(), fail_on.value)
     return 1 if failed or (result.unreachable and fail_on.value != "never") else 0
 
@@ -282,6 +299,7 @@ def explain(
         ),
     ] = False,
     json_: JsonOption = False,
+    format_: FormatOption = None,
 ) -> None:
     """Read crash logs and say what went wrong, why, and how to fix it.
 
@@ -299,7 +317,11 @@ def explain(
         results = logsource.explain_all(sources, host)
     except logsource.LogError as exc:
         raise _fail(str(exc)) from None
-    emit(Explanation(results), json_)
+    if format_ is not None:
+        subjects = [Subject(r.source, "log", r.diagnoses) for r in results]
+        ci_output.emit(format_, subjects, "gpuprov explain", None)
+    else:
+        emit(Explanation(results), json_)
     if any(result.diagnoses for result in results):
         raise typer.Exit(1)
 
@@ -332,12 +354,19 @@ def plan(
     force: ForceOption = False,
     as_json: JsonOption = False,
     prune_builds: PruneOption = 0,
+    format_: FormatOption = None,
 ) -> None:
     """Check every host, then show what apply would change there, with file diffs."""
     from provision import converge_cli
 
     code = converge_cli.converge(
-        inventory, limit, apply=False, force=force, as_json=as_json, prune_builds=prune_builds
+        inventory,
+        limit,
+        apply=False,
+        force=force,
+        as_json=as_json,
+        prune_builds=prune_builds,
+        ci_format=format_,
     )
     raise typer.Exit(code)
 
@@ -459,6 +488,7 @@ def uninstall(
 
 
 app.command(name="fit")(fit_cli.fit)
+app.command(name="bench")(bench_cli.bench)
 
 
 def _testhost_app() -> typer.Typer:

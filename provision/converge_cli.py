@@ -15,8 +15,9 @@ from typing import Any
 import typer
 
 from checks.matrix.engine import Finding
+from checks.reporting.ci_subjects import Subject
 from checks.reporting.schema import CONVERGE_SCHEMA_VERSION
-from provision import deploy, render, verify, vram
+from provision import ci_output, deploy, render, verify, vram
 from provision import gate as gates
 from provision.deploy import HostOutcome, Run
 from provision.hostplan import HostPlan
@@ -201,6 +202,7 @@ def converge(
     lock_timeout: float = 900,
     settle: float = 10,
     prune_builds: int = 0,
+    ci_format: ci_output.CiFormat | None = None,
 ) -> int:
     pyinfra_logging(not as_json)
     try:
@@ -215,7 +217,10 @@ def converge(
         if not apply:
             deploy.gate(run)
             deploy.add_operations(run, force, prune_builds)
-            _output(run, False, as_json)
+            if ci_format is not None:
+                ci_output.emit(ci_format, gate_subjects(run), "gpuprov plan", inventory)
+            else:
+                _output(run, False, as_json)
             return _code(run)
         with stopped_by_signals(), deploy.locked(run, lock_timeout, _say):
             deploy.gate(run)
@@ -269,6 +274,17 @@ def uninstall(
         return 0 if all(not o.skipped and not o.failed for o in run.outcomes.values()) else 1
     finally:
         deploy.finish(run)
+
+
+def gate_subjects(run: Run) -> list[Subject]:
+    """Each host's gate findings for SARIF/JUnit; a host that was not planned says why."""
+    out = []
+    for name, o in run.outcomes.items():
+        if o.gate is None:
+            out.append(Subject(name, "host", (), o.skipped or "not checked"))
+        else:
+            out.append(Subject(name, "host", _findings(o.gate)[0]))
+    return out
 
 
 def _pending(run: Run) -> bool:

@@ -220,7 +220,8 @@ def judge_services(gate: HostGate, stack: Stack, found: ServiceFacts) -> None:
         for p, server in zip(stack.profiles, servers, strict=True):
             text = found.gguf.get(server.model) if server.model else None
             model = gguf_header.parse_remote(text) if text else None
-            claims.append(vram.llama_claim(p.unit, server, model))
+            claim = vram.llama_claim(p.unit, server, model)
+            claims.append(dataclasses.replace(claim, group=p.swap_group))
     if claims and facts.gpus:
         gate.budget = vram.budget(facts.gpus, claims)
         if not gate.budget.fits:

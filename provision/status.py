@@ -31,11 +31,15 @@ class Service:
     unit: str
     kind: str  # llama, vllm, balancer, canary
     container: str = ""
+    socket: str = ""  # an on-demand server's socket unit, which owns its port
 
 
 def managed(stack: Stack) -> list[Service]:
     """The units the inventory puts on a host, in the order apply writes them."""
-    out = [Service(p.name, p.unit, "llama") for p in stack.profiles]
+    out = [
+        Service(p.name, p.unit, "llama", socket=p.socket_unit if p.on_demand else "")
+        for p in stack.profiles
+    ]
     out += [Service(r.name, r.unit, "vllm", r.container) for r in stack.vllm.replicas]
     if stack.balancer.enabled:
         out.append(Service("balancer", NGINX_UNIT, "balancer"))
@@ -46,7 +50,9 @@ def managed(stack: Stack) -> list[Service]:
 
 def script(stack: Stack, engine: str) -> str:
     """One POSIX sh script that prints every section `parse` reads (read-only)."""
-    units = " ".join(shlex.quote(s.unit) for s in managed(stack))
+    services = managed(stack)
+    names = [s.unit for s in services] + [s.socket for s in services if s.socket]
+    units = " ".join(shlex.quote(name) for name in names)
     prefix = shlex.quote(stack.prefix)
     return "\n".join(
         [

@@ -68,7 +68,14 @@ def host_status(
             f"{unit.active} ({unit.sub})" if installed and unit and unit.active else "not installed"
         )
         drift = [c for c in changes if _about(c, s)]
-        if installed and unit and unit.active not in ("active", "activating"):
+        socket = found.units.get(s.socket) if s.socket else None
+        if s.socket and (socket is None or socket.active != "active"):
+            shown = f"{socket.active} ({socket.sub})" if socket and socket.active else "missing"
+            drift.append(f"its socket {s.socket} is not listening ({shown})")
+        idle = bool(s.socket) and installed and unit is not None and unit.active == "inactive"
+        if idle:
+            state = "idle (on demand)"
+        elif installed and unit and unit.active not in ("active", "activating"):
             drift.append(f"not running ({state})")
         if not installed:
             drift.append("not installed: apply installs it")
@@ -96,7 +103,8 @@ def host_status(
                 drift=drift,
             )
         )
-    known = {s.unit for s in managed}
+    known = {s.unit for s in managed} | {s.socket for s in managed if s.socket}
+    known |= {f"{s.unit.removesuffix('.service')}-proxy.service" for s in managed if s.socket}
     stale = sorted(
         u for u in found.units if u.startswith("gpuprov-") and u not in known | _canary_units()
     )

@@ -97,28 +97,52 @@ def remove_folder(path: str) -> None:
 
 
 def converge(
-    changed: dict[str, bool], pattern: str, what: str, config_dir: str, restart_all: bool = False
+    changed: dict[str, bool],
+    pattern: str,
+    what: str,
+    config_dir: str,
+    restart_all: bool = False,
+    on_demand: dict[str, bool] | None = None,
+    proxies: frozenset[str] | set[str] = frozenset(),
 ) -> None:
     """Run every unit in `changed` (restarting the changed ones, or all with `restart_all`) and
-    stop and remove the units matching `pattern` ("gpuprov-x-*.service") that are not in it,
-    each with the EnvironmentFile put for it, `config_dir`/<name>.env (it may hold a key)."""
-    stale = [
-        name
-        for path in host.get_fact(FindFiles, path=UNITS, fname=pattern) or []
-        if (name := path.rsplit("/", 1)[-1]) not in changed
-    ]
-    prefix, suffix = pattern.split("*")
+    stop and remove the unit files matching `pattern` ("gpuprov-x-*.service", or "gpuprov-x-*"
+    for services that also have sockets and proxies) that are not kept, each service's with the
+    EnvironmentFile put for it, `config_dir`/<name>.env (it may hold a key).
+
+    `on_demand` servers (their socket is in `changed`) are never started here: the first
+    connection starts them. One whose unit, config or binary changed is stopped, so that the next
+    connection starts what apply wrote. `proxies` are kept and left to their sockets."""
+    demand = on_demand or {}
+    keep = set(changed) | set(demand) | set(proxies)
+    stale = sorted(
+        (
+            name
+            for path in host.get_fact(FindFiles, path=UNITS, fname=pattern) or []
+            if (name := path.rsplit("/", 1)[-1]) not in keep
+        ),
+        key=lambda name: (not name.endswith(".socket"), name),  # free the port first
+    )
+    prefix = pattern.split("*")[0]
     for unit in stale:
         systemd.service(
             name=f"Stop removed {what} {unit}", service=unit, running=False, enabled=False
         )
         files.file(name=f"Remove {unit}", path=f"{UNITS}/{unit}", present=False)
-        service = unit.removeprefix(prefix).removesuffix(suffix)
-        if NAME.fullmatch(service):  # a name gpuprov gives a service, so a file it wrote
-            env = f"{config_dir}/{service}.env"
+        service = unit.removeprefix(prefix).removesuffix(".service")
+        if NAME.fullmatch(service) and not unit.endswith("-proxy.service"):
+            env = f"{config_dir}/{service}.env"  # a name gpuprov gives a service: its file
             files.file(name=f"Remove {env}", path=env, present=False)
-    if stale or any(changed.values()):
+    if stale or any(changed.values()) or any(demand.values()):
         systemd.daemon_reload(name="Reload systemd units")
+    for unit, unit_changed in demand.items():
+        if unit_changed or restart_all:
+            systemd.service(
+                name=f"Stop {unit} (on demand: the next connection starts it)",
+                service=unit,
+                running=False,
+                enabled=False,
+            )
     for unit, unit_changed in changed.items():
         restart = unit_changed or restart_all
         # systemd counts every start against a unit's start limit (systemd < 254) and refuses
@@ -137,3 +161,11 @@ def converge(
             enabled=True,
             restarted=restart,
         )
+
+
+def socket_proxyd() -> str:
+    """systemd-socket-proxyd's path on the host (merged /usr or not)."""
+    for path in ("/usr/lib/systemd/systemd-socket-proxyd", "/lib/systemd/systemd-socket-proxyd"):
+        if host.get_fact(File, path=path):
+            return path
+    return "/usr/lib/systemd/systemd-socket-proxyd"

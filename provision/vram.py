@@ -27,6 +27,7 @@ llama-kv-cache-iswa.cpp, llama-memory-recurrent.cpp, llama-hparams.cpp, llama-mo
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -96,6 +97,7 @@ class LlamaClaim:
     n_ubatch: int = N_UBATCH
     kv_unified: bool = False
     swa_full: bool = False
+    group: str = ""  # a swap group: its members run one at a time
 
 
 def llama_claim(service: str, server: LlamaServer, model: GgufInfo | None) -> LlamaClaim:
@@ -318,6 +320,7 @@ class Holder:
     service: str
     mib: float | None
     how: str
+    group: str = ""  # a swap group: only its largest member counts
 
 
 @dataclass(frozen=True)
@@ -331,8 +334,14 @@ class GpuRow:
 
     @property
     def used_mib(self) -> float:
-        """What the known holders add up to."""
-        return sum(h.mib for h in self.holders if h.mib is not None)
+        """What the known holders add up to; of a swap group's members (one runs at a time),
+        the largest."""
+        alone = sum(h.mib for h in self.holders if h.mib is not None and not h.group)
+        largest: dict[str, float] = {}
+        for h in self.holders:
+            if h.group and h.mib is not None:
+                largest[h.group] = max(largest.get(h.group, 0.0), h.mib)
+        return alone + sum(largest.values())
 
     @property
     def free_mib(self) -> float | None:
@@ -399,7 +408,11 @@ def budget(gpus: Sequence[Gpu], claims: Sequence[VllmClaim | LlamaClaim]) -> Bud
                 held[i].append(_vllm(claim, total))
                 fractions[i].append((claim.service, claim.fraction))
             else:
-                held[i].append(_llama(claim, len(present)))
+                holder = _llama(claim, len(present))
+                if claim.group:
+                    how = f"{holder.how}; swap group {claim.group}: one member at a time"
+                    holder = dataclasses.replace(holder, group=claim.group, how=how)
+                held[i].append(holder)
     rows = tuple(
         GpuRow(i, by_index[i].name or "?", by_index[i].memory_total_mib, tuple(held[i]))
         for i in sorted(by_index)

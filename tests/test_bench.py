@@ -6,24 +6,27 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import jsonschema
 import pytest
-import typer
 from typer.testing import CliRunner
 
 from checks.reporting import schema
 from provision import bench, bench_cli
 from provision.bench import Level, Percentiles, Sample
+from provision.cli import app
 
 GOAL = 500.0
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def level(concurrency: int, tok_s: float, ttft_p90: float | None, failed: int = 0) -> Level:
@@ -70,7 +73,7 @@ def test_summarize_measures_ttft_itl_and_throughput() -> None:
     assert got.ttft_ms.p50 == pytest.approx(300.0)
     assert got.ttft_ms.p90 == pytest.approx(380.0)
     assert got.itl_ms.p50 == pytest.approx(130.0)  # 100 ms and 160 ms per token after the first
-    assert got.stream_tok_s.p50 == pytest.approx(8.1, abs=0.1)  # 10 and 6.25 tok/s
+    assert got.stream_tok_s.p50 == pytest.approx(8.125)  # 10 and 6.25 tok/s
     assert got.latency_ms.p90 == pytest.approx(1920.0)
     assert got.aggregate_tok_s == 11.0
     assert got.tokens_from == "usage" and got.prompt_tokens == 251.0
@@ -121,7 +124,7 @@ def test_verdict_names_the_users_within_the_goal_and_the_knee() -> None:
 def test_verdict_without_a_limit_or_a_knee() -> None:
     levels = [level(1, 50, 100), level(2, 100, 110)]
     assert bench.verdict(levels, GOAL, None) == (
-        "2 users at once with first token under 500 ms (p90): the sweep found no limit; "
+        "2 users at once with first token under 500 ms (p90): the goal held across the sweep; "
         "no knee within the sweep"
     )
 
@@ -189,14 +192,17 @@ class Script:
     usage: bool = True
     fail_after: int | None = None  # answer 503 to every request after this many
     key: str = ""
-    seen: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Handler(BaseHTTPRequestHandler):
+    """llama-server's /v1/chat/completions as it streams: chunked SSE, usage last, [DONE]."""
+
     protocol_version = "HTTP/1.1"
-    script: Script
-    slots: threading.Semaphore
+    script = Script()
+    seen = Path()  # each request's body, one JSON line each
+    slots = threading.Semaphore(2)
     lock = threading.Lock()
+    count: ClassVar[list[int]] = [0]
 
     def log_message(self, *_: Any) -> None:
         pass
@@ -209,7 +215,7 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(raw)
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self.reply(200, {"object": "list", "data": [{"id": "tiny", "object": "model"}]})
 
     def chunk(self, data: dict[str, Any] | str) -> None:
@@ -218,12 +224,14 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(f"{len(raw):X}\r\n".encode() + raw + b"\r\n")
         self.wfile.flush()
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         s = self.script
         request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         with self.lock:
-            s.seen.append(request)
-            number = len(s.seen)
+            self.count[0] += 1
+            number = self.count[0]
+            with self.seen.open("a") as out:
+                out.write(json.dumps(request) + "\n")
         if s.key and self.headers.get("Authorization") != f"Bearer {s.key}":
             self.reply(401, {"error": {"message": "Invalid API Key", "code": 401}})
             return
@@ -248,23 +256,50 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"0\r\n\r\n")
 
 
-@pytest.fixture
-def server() -> Iterator[tuple[str, Script]]:
-    script = Script()
-    handler = type("H", (Handler,), {"script": script})
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+def serve(settings: str, seen: str) -> None:
+    """The server process: prints its port, serves until killed."""
+    Handler.script = Script(**json.loads(settings))
+    Handler.seen = Path(seen)
+    Handler.slots = threading.Semaphore(Handler.script.slots)
+    ThreadingHTTPServer.request_queue_size = 64
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
+    print(httpd.server_address[1], flush=True)
+    httpd.serve_forever()
 
-    def reset() -> None:
-        handler.slots = threading.Semaphore(script.slots)  # type: ignore[attr-defined]
 
-    reset()
-    script.seen.clear()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", script
-    httpd.shutdown()
-    httpd.server_close()
+@dataclass
+class Served:
+    url: str
+    log: Path
+
+    def seen(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.log.read_text().splitlines()]
+
+
+Start = Callable[..., Served]
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Start]:
+    """start(**Script fields) -> Served: the server in a process of its own (a real socket, and
+    no thread of it in this process, which loading an inventory monkey-patches with gevent)."""
+    procs: list[subprocess.Popen[str]] = []
+
+    def start(**settings: Any) -> Served:
+        log = tmp_path / f"seen-{len(procs)}.jsonl"
+        log.touch()
+        argv = [sys.executable, "-m", "tests.test_bench", json.dumps(settings), str(log)]
+        proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        procs.append(proc)
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline())
+        return Served(f"http://127.0.0.1:{port}/v1", log)
+
+    yield start
+    for proc in procs:
+        proc.kill()
+        proc.wait()
 
 
 def run(url: str, levels: tuple[int, ...] = (1, 2, 4), **load: Any) -> bench.Bench:
@@ -273,9 +308,9 @@ def run(url: str, levels: tuple[int, ...] = (1, 2, 4), **load: Any) -> bench.Ben
     return bench.sweep(bench.Target(url, "tiny"), where, bench.Load(levels, **shape))
 
 
-def test_sweep_against_a_streaming_server(server: tuple[str, Script]) -> None:
-    url, script = server
-    result = run(url)
+def test_sweep_against_a_streaming_server(server: Start) -> None:
+    served = server()
+    result = run(served.url)
     assert [lv.concurrency for lv in result.levels] == [1, 2, 4]
     for lv in result.levels:
         assert (lv.requests, lv.succeeded, lv.tokens_from) == (8, 8, "usage")
@@ -290,40 +325,34 @@ def test_sweep_against_a_streaming_server(server: tuple[str, Script]) -> None:
     assert four.ttft_ms.p90 > two.ttft_ms.p90 * 2 and four.ttft_ms.p90 >= 25
     assert result.knee == 4 and four.knee and not two.knee
     # every request streamed, asked for usage and exactly its output, with its own prompt
-    posted = script.seen
+    posted = served.seen()
     assert len(posted) == 1 + 24  # the warm-up, then 8 per level
     assert all(p["stream"] and p["stream_options"] == {"include_usage": True} for p in posted)
     assert all(p["ignore_eos"] and p["max_tokens"] == 8 and p["model"] == "tiny" for p in posted)
     assert len({p["messages"][0]["content"] for p in posted}) == len(posted)
 
 
-def test_without_usage_the_chunks_are_counted(server: tuple[str, Script]) -> None:
-    url, script = server
-    script.usage = False
-    result = run(url, (2,))
+def test_without_usage_the_chunks_are_counted(server: Start) -> None:
+    result = run(server(usage=False).url, (2,))
     assert result.levels[0].tokens_from == "chunks" and result.levels[0].output_tokens == 64
 
 
-def test_a_level_for_a_duration(server: tuple[str, Script]) -> None:
-    url, _ = server
-    result = run(url, (2,), requests_per_level=None, duration=1.0)
+def test_a_level_for_a_duration(server: Start) -> None:
+    result = run(server().url, (2,), requests_per_level=None, duration=1.0)
     lv = result.levels[0]
     assert lv.wall_seconds >= 1.0 and lv.requests >= 10 and lv.failed == 0
 
 
-def test_a_level_where_every_request_failed_is_reported(server: tuple[str, Script]) -> None:
-    url, script = server
-    script.fail_after = 1 + 8  # the warm-up and the first level
-    result = run(url, (1, 2))
+def test_a_level_where_every_request_failed_is_reported(server: Start) -> None:
+    result = run(server(fail_after=1 + 8).url, (1, 2))  # the warm-up and the first level
     ok, failed = result.levels
     assert ok.succeeded == 8 and (failed.succeeded, failed.failed) == (0, 8)
     assert failed.errors == ['HTTP 503: {"error": {"message": "Loading model", "code": 503}}']
     assert result.broken and "at 2 every request failed (HTTP 503" in result.verdict
 
 
-def test_the_api_key_is_sent(server: tuple[str, Script]) -> None:
-    url, script = server
-    script.key = "s3cret"
+def test_the_api_key_is_sent(server: Start) -> None:
+    url = server(key="s3cret").url
     with pytest.raises(bench.BenchError, match="the first request failed: HTTP 401"):
         run(url, (1,))
     assert run(url, (1,), key="s3cret").levels[0].succeeded == 8
@@ -333,16 +362,11 @@ def test_the_api_key_is_sent(server: tuple[str, Script]) -> None:
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> Any:
-    app = typer.Typer()
-    app.command()(bench_cli.bench)
-    app.command("other")(lambda: None)  # a group, so `bench` is a subcommand as in gpuprov
     return CliRunner().invoke(app, ["bench", *args], env=env)
 
 
-def test_cli_json_validates_and_html_is_self_contained(
-    server: tuple[str, Script], tmp_path: Path
-) -> None:
-    url, _ = server
+def test_cli_json_validates_and_html_is_self_contained(server: Start, tmp_path: Path) -> None:
+    url = server().url
     page = tmp_path / "bench.html"
     args = ["--url", url, "--concurrency", "1,2", "--requests-per-level", "4"]
     done = cli(
@@ -364,8 +388,8 @@ def test_cli_json_validates_and_html_is_self_contained(
     assert text.count("<rect") == 2
 
 
-def test_cli_text_view_shows_each_level_and_the_verdict(server: tuple[str, Script]) -> None:
-    url, _ = server
+def test_cli_text_view_shows_each_level_and_the_verdict(server: Start) -> None:
+    url = server().url
     done = cli("--url", url, "--concurrency", "1,2", "--requests-per-level", "2")
     assert done.exit_code == 0, done.output
     assert re.search(r"^\s+1\s+2/2\s", done.stdout, re.M)
@@ -375,9 +399,8 @@ def test_cli_text_view_shows_each_level_and_the_verdict(server: tuple[str, Scrip
     assert "concurrency 2: 2 requests ..." in done.stderr  # progress per level
 
 
-def test_cli_exits_1_when_a_level_failed_entirely(server: tuple[str, Script]) -> None:
-    url, script = server
-    script.fail_after = 1
+def test_cli_exits_1_when_a_level_failed_entirely(server: Start) -> None:
+    url = server(fail_after=1).url
     done = cli("--url", url, "--concurrency", "1", "--requests-per-level", "2")
     assert done.exit_code == 1
     assert "every request failed" in done.stdout
@@ -407,6 +430,19 @@ def test_cli_bad_input_exits_2(args: list[str], message: str) -> None:
 # --- services of an inventory ------------------------------------------------------------------
 
 
+def cli_process(*args: str) -> subprocess.CompletedProcess[str]:
+    """The command in a process of its own: loading an inventory imports pyinfra_cli, whose
+    import monkey-patches this process with gevent for good."""
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "gpuprov"), "bench", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
 def inventory(tmp_path: Path, port: int, **extra: Any) -> Path:
     data = {
         "llama_server_profiles": [
@@ -420,14 +456,14 @@ def inventory(tmp_path: Path, port: int, **extra: Any) -> Path:
     return path
 
 
-def test_cli_measures_a_service_of_the_inventory(
-    server: tuple[str, Script], tmp_path: Path
-) -> None:
-    url, _ = server
+def test_cli_measures_a_service_of_the_inventory(server: Start, tmp_path: Path) -> None:
+    url = server().url
     port = int(url.rsplit(":", 1)[1].split("/")[0])
     path = inventory(tmp_path, port)
-    done = cli(str(path), "alpha", "--concurrency", "1", "--requests-per-level", "2", "--json")
-    assert done.exit_code == 0, done.output
+    done = cli_process(
+        str(path), "alpha", "--concurrency", "1", "--requests-per-level", "2", "--json"
+    )
+    assert done.returncode == 0, done.stderr
     target = json.loads(done.stdout)["target"]
     assert target == {
         "url": f"http://127.0.0.1:{port}/v1",
@@ -440,8 +476,8 @@ def test_cli_measures_a_service_of_the_inventory(
 
 def test_cli_unknown_service_exits_2_naming_the_services(tmp_path: Path) -> None:
     path = inventory(tmp_path, 8081, nginx_lb_enabled=True, nginx_lb_servers=["127.0.0.1:8081"])
-    done = cli(str(path), "gamma")
-    assert done.exit_code == 2
+    done = cli_process(str(path), "gamma")
+    assert done.returncode == 2
     assert "no service 'gamma'; the inventory has: alpha (@local), balancer (@local), beta" in (
         done.stderr
     )
@@ -487,3 +523,7 @@ def test_the_schema_follows_the_dataclasses() -> None:
     assert schema.committed("bench")["properties"]["schema_version"] == {
         "const": bench.BENCH_SCHEMA_VERSION
     }
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1], sys.argv[2])

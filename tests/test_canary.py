@@ -925,8 +925,8 @@ def test_a_server_sending_a_byte_at_a_time_meets_the_deadline(
 def test_unreadable_config_lines_are_skipped(canary: ModuleType) -> None:
     text = "# head\nonly\ttwo\nu\thttp://x\tm\t/e\topenai\tnot-a-number\nv\thttp://y\tm\t/e\n"
     assert canary.targets(text) == [
-        ("u", "http://x", "m", "/e", "openai", 0.0),
-        ("v", "http://y", "m", "/e", "llama", 0.0),
+        ("u", "http://x", "m", "/e", "openai", 0.0, "resident"),
+        ("v", "http://y", "m", "/e", "llama", 0.0, "resident"),
     ]
 
 
@@ -938,8 +938,8 @@ def test_property_show_parser_never_raises(canary: ModuleType, text: str) -> Non
 
 @given(text=hostile_lines(["u\thttp://x\tm\t/e\topenai\t900", "v\thttp://y\tm\t/e\tllama"]))
 def test_property_targets_never_raise(canary: ModuleType, text: str) -> None:
-    for *_, startup in canary.targets(text):
-        assert startup >= 0
+    for *_, startup, residency in canary.targets(text):
+        assert startup >= 0 and residency
 
 
 @given(data=st.binary(max_size=40) | hostile_text().map(lambda t: t.encode("utf-8", "replace")))

@@ -38,10 +38,11 @@ SCHEMA_OF = {
     "fit": ("fit",),
     "status": ("status",),
     "logs": ("logs",),
+    "bench": ("bench",),
 }
-# apply and uninstall change hosts: their JSON is checked on runs made elsewhere (test_apply_json
-# below, tests/e2e/test_apply_llama.py).
-CHANGES_HOSTS = {"apply", "uninstall"}
+# apply and uninstall change hosts, bench needs a live server: their JSON is checked on runs made
+# elsewhere (test_apply_json below, tests/e2e/test_apply_llama.py, tests/test_bench.py).
+CHANGES_HOSTS = {"apply", "uninstall", "bench"}
 RTX_3060 = str(REAL / "nvsmi_xml__telegraf_rtx-3060-v12.xml")
 RTX_5090_OLD_DRIVER = str(FIXTURES / "rules" / "DRV-004" / "fail.json")
 LOGS = [str(p) for p in sorted(REAL.glob("err*.txt"))]

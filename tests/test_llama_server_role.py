@@ -166,7 +166,7 @@ def check_tasks() -> list[dict[str, Any]]:
     """The role's own tasks: the profiles merged with their defaults, then the check."""
     tasks = yaml.safe_load((ROLE / "tasks" / "main.yml").read_text())
     merged = tasks[0]
-    assert "gpuprov_profiles" in merged["ansible.builtin.set_fact"]
+    assert "llama_server_resolved_profiles" in merged["ansible.builtin.set_fact"]
     return [merged, *(t for t in tasks if "llama_server_check" in t.get("tags", ()))]
 
 

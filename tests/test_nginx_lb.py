@@ -330,6 +330,8 @@ PLAY = """
     - ansible.builtin.template:
         src: "{{ template }}"
         dest: "{{ out_dir }}/{{ inventory_hostname }}.conf"
+      vars:
+        gpuprov_lb_backends: "{{ nginx_lb_backends }}"  # as the role's template task passes it
       delegate_to: localhost
 """
 

@@ -1,7 +1,7 @@
 """`gpuprov status`'s host script and its parse (provision/status.py), and how a host's state is
 judged against the inventory (provision/status_cli.host_status). The script's output here was
 recorded on a test host that `gpuprov apply` had converged (two llama.cpp profiles and the
-canary; tests/fixtures/probes/status/). Reading real hosts end to end is tested in
+canary; tests/fixtures/status/). Reading real hosts end to end is tested in
 tests/e2e/test_apply_llama.py."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from checks.facts.model import HostFacts
 from provision import stack, status, status_cli
 from provision.gate import HostGate
 
-RECORDED = Path(__file__).parent / "fixtures" / "probes" / "status"
+RECORDED = Path(__file__).parent / "fixtures" / "status"
 PROFILES = [
     {"name": "alpha", "model": "/srv/models/tiny.gguf", "port": 8081},
     {"name": "beta", "model": "/srv/models/tiny.gguf", "port": 8082},

@@ -284,6 +284,7 @@ def test_canary_targets(prefix: Path) -> None:
             "/etc/llama-cfg/main.env",
             "llama",
             "300",
+            "resident",
         ],
         [
             "gpuprov-llama-big.service",
@@ -292,6 +293,7 @@ def test_canary_targets(prefix: Path) -> None:
             "/etc/llama-cfg/big.env",
             "llama",
             "300",
+            "resident",
         ],
     ]
 

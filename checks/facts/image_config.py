@@ -3,7 +3,8 @@
 The registry path reads the manifest (choosing the host's platform from an index) and the config
 blob it names, and nothing else: no layer is downloaded. Anonymous pulls are supported, with the
 bearer token a registry hands out on a 401 (Docker Hub, ghcr.io, nvcr.io public images); a
-loopback registry is spoken to over plain HTTP when HTTPS fails there, as Docker does.
+registry on loopback is spoken to over plain HTTP, and over HTTPS when it answers plain HTTP
+with 400 (Docker also allows both there, as an insecure registry).
 """
 
 from __future__ import annotations
@@ -184,7 +185,8 @@ class _Client:
         self.ref = ref
         self.session = session
         self.token: str | None = None
-        self.base = f"https://{ref.api_host}"
+        self.loopback = ref.api_host.rsplit(":", 1)[0] in _LOOPBACK
+        self.base = f"{'http' if self.loopback else 'https'}://{ref.api_host}"
 
     def manifest(self, reference: str) -> dict[str, Any]:
         accept = ", ".join((*INDEX_TYPES, *MANIFEST_TYPES))
@@ -221,15 +223,17 @@ class _Client:
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         try:
-            return self.session.get(self.base + url, headers=headers, timeout=_TIMEOUT, stream=True)
+            response = self.session.get(
+                self.base + url, headers=headers, timeout=_TIMEOUT, stream=True
+            )
         except requests.exceptions.RequestException as exc:
-            loopback = self.ref.api_host.rsplit(":", 1)[0] in _LOOPBACK
-            if loopback and self.base.startswith("https://"):
-                self.base = f"http://{self.ref.api_host}"
-                return self._send(url, accept)
             raise ImageConfigError(
                 f"{self.ref}: cannot reach {self.ref.api_host}: {type(exc).__name__}"
             ) from None
+        if response.status_code == 400 and self.loopback and self.base.startswith("http://"):
+            self.base = f"https://{self.ref.api_host}"  # "an HTTP request to an HTTPS server"
+            return self._send(url, accept)
+        return response
 
     def _token(self, challenge: str) -> str:
         scheme, _, params = challenge.partition(" ")

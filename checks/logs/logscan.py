@@ -49,6 +49,7 @@ ANCHORS = (
     b"NovaCore",
     b"init failure",
     b"symbolic link",
+    b"undefined symbol",
 )
 # Lines worth handing to the fact parsers: they name drivers, GPUs, versions and images.
 FACT_ANCHORS = (b"NVIDIA", b"ersion", b"apabilit", b"ARCHS", b"docker run")

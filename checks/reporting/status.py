@@ -19,7 +19,7 @@ class ServiceStatus:
     service: str
     unit: str
     kind: str  # llama, vllm, balancer, canary
-    state: str  # systemd's ActiveState (SubState), or "not installed"
+    state: str  # systemd's ActiveState (SubState), "idle (on demand)", or "not installed"
     since: str | None
     restarts: int | None  # since the unit was last started by hand or by apply (NRestarts)
     restarts_last_hour: int | None
@@ -58,7 +58,10 @@ class StatusReport:
         return all(
             h.error is None
             and not h.stale
-            and all(s.state.startswith("active") and not s.drift for s in h.services)
+            and all(
+                (s.state.startswith("active") or s.state.startswith("idle")) and not s.drift
+                for s in h.services
+            )
             for h in self.hosts
         )
 

@@ -13,6 +13,8 @@ from checks.services.llama_server_help import MLOCK_ENV
 from provision.settings import read
 from provision.settings.read import StackError
 
+RESIDENCY = ("resident", "on_demand")
+BACKEND_OFFSET = 10000  # an on-demand server listens on port + this, unless backend_port is set
 CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 FLASH_ATTN = ("on", "off", "auto")
 LAYERS = ("auto", "all")
@@ -37,10 +39,30 @@ class Profile:
     threads: int = 0
     api_key_env: str = ""
     extra_args: tuple[str, ...] = ()
+    # resident: always running. on_demand: systemd owns `port` (a .socket unit) and starts the
+    # server on the first connection; it stops after idle_seconds without one. A swap_group's
+    # members are on demand, and at most one of them runs.
+    residency: str = "resident"
+    idle_seconds: int = 600
+    swap_group: str = ""
+    backend_port: int = 0  # where an on-demand server listens (loopback), behind the socket
+    metrics: bool = False  # --metrics: Prometheus /metrics where the server listens
 
     @property
     def unit(self) -> str:
         return f"gpuprov-llama-{self.name}.service"
+
+    @property
+    def on_demand(self) -> bool:
+        return self.residency == "on_demand"
+
+    @property
+    def socket_unit(self) -> str:
+        return f"gpuprov-llama-{self.name}.socket"
+
+    @property
+    def proxy_unit(self) -> str:
+        return f"gpuprov-llama-{self.name}-proxy.service"
 
     def args(self) -> list[str]:
         return args(dataclasses.asdict(self))
@@ -66,7 +88,18 @@ def profiles(v: Mapping[str, Any]) -> tuple[Profile, ...]:
             if value in seen:
                 raise StackError(f"llama_server_profiles[{i}].{attr}", f"duplicate {value!r}")
             seen.add(value)
+    ports = {p.port for p in found}
+    for i, p in enumerate(found):
+        if p.on_demand and (p.backend_port in ports or p.backend_port in _backends(found, i)):
+            raise StackError(
+                f"llama_server_profiles[{i}].backend_port",
+                f"{p.backend_port} is another profile's port: set backend_port to a free one",
+            )
     return tuple(found)
+
+
+def _backends(found: list[Profile], before: int) -> set[int]:
+    return {p.backend_port for p in found[:before] if p.on_demand}
 
 
 def _profile(where: str, v: Mapping[str, Any]) -> Profile:
@@ -88,11 +121,29 @@ def _profile(where: str, v: Mapping[str, Any]) -> Profile:
         if caches[key] not in CACHE_TYPES:
             raise StackError(f"{where}.{key}", f"one of {', '.join(CACHE_TYPES)}")
     api_key_env = read.env_name(v, "api_key_env", where)
+    port = read.integer(v, "port", 1, 65535, where)
+    group = read.name(v, "swap_group", where) if v.get("swap_group") else ""
+    residency = str(v.get("residency") or "resident")
+    if residency not in RESIDENCY:
+        raise StackError(f"{where}.residency", f"one of {', '.join(RESIDENCY)}, got {residency!r}")
+    if group:
+        residency = "on_demand"  # a swap group's members run on demand, one at a time
+    backend = 0
+    if residency == "on_demand":
+        backend = (
+            read.integer(v, "backend_port", 1, 65535, where)
+            if v.get("backend_port")
+            else port + BACKEND_OFFSET
+        )
+        if backend > 65535:
+            raise StackError(
+                f"{where}.backend_port", f"port {port} + {BACKEND_OFFSET} is past 65535: set it"
+            )
     return Profile(
         name=name,
         model=read.absolute(v, "model", where),
         alias=read.text(v, "alias", where) if "alias" in v else name,
-        port=read.integer(v, "port", 1, 65535, where),
+        port=port,
         host=read.address(v, "host", where) if "host" in v else "127.0.0.1",
         ctx_size=read.integer(v, "ctx_size", 0, 10_000_000, where) if "ctx_size" in v else 4096,
         parallel=read.integer(v, "parallel", 1, 1024, where) if "parallel" in v else 1,
@@ -104,6 +155,13 @@ def _profile(where: str, v: Mapping[str, Any]) -> Profile:
         threads=read.integer(v, "threads", 0, 4096, where) if "threads" in v else 0,
         api_key_env=api_key_env,
         extra_args=read.strings(v, "extra_args", where) if "extra_args" in v else (),
+        residency=residency,
+        idle_seconds=(
+            read.integer(v, "idle_seconds", 1, 7 * 86400, where) if "idle_seconds" in v else 600
+        ),
+        swap_group=group,
+        backend_port=backend,
+        metrics=read.boolean(v, "metrics", where) if "metrics" in v else False,
     )
 
 
@@ -116,9 +174,10 @@ def args(profile: Mapping[str, Any]) -> list[str]:
     """llama-server's arguments for a profile (a Profile's asdict(), or Ansible's merged dict):
     the settings, then extra_args. `mlock` is not among them: llama.cpp replaced --mlock by
     --load-mode, so the EnvironmentFile sets it for either (`env`)."""
+    host, port = listen(profile)
     out = [
         *("--model", str(profile["model"]), "--alias", str(profile["alias"])),
-        *("--host", str(profile["host"]), "--port", str(profile["port"])),
+        *("--host", host, "--port", str(port)),
         *("--ctx-size", str(profile["ctx_size"]), "--parallel", str(profile["parallel"])),
         *("--flash-attn", str(profile["flash_attn"])),
         *("--cache-type-k", str(profile["cache_type_k"])),
@@ -129,7 +188,25 @@ def args(profile: Mapping[str, Any]) -> list[str]:
         out += ["--n-gpu-layers", str(layers)]
     if profile.get("threads"):
         out += ["--threads", str(profile["threads"])]
+    if profile.get("metrics"):
+        out.append("--metrics")
     return out + [str(a) for a in profile.get("extra_args") or ()]
+
+
+def listen(profile: Mapping[str, Any]) -> tuple[str, int]:
+    """Where llama-server itself listens: the profile's host and port, or for an on-demand
+    profile the loopback backend port that systemd-socket-proxyd forwards to."""
+    if profile.get("residency") == "on_demand" or profile.get("swap_group"):
+        backend = int(profile.get("backend_port") or 0) or int(profile["port"]) + BACKEND_OFFSET
+        return "127.0.0.1", backend
+    return str(profile["host"]), int(profile["port"])
+
+
+def public_url(profile: Profile) -> str:
+    """The URL clients use (an on-demand profile's socket): a wildcard host on loopback."""
+    host = profile.host
+    local = "127.0.0.1" if host in ("0.0.0.0", "::", "") else f"[{host}]" if ":" in host else host
+    return f"http://{local}:{profile.port}"
 
 
 def env(profile: Mapping[str, Any]) -> list[list[str]]:
@@ -137,4 +214,4 @@ def env(profile: Mapping[str, Any]) -> list[list[str]]:
     return [list(pair) for pair in MLOCK_ENV] if profile.get("mlock") else []
 
 
-FILTERS = {"llama_server_args": args, "llama_server_env": env}
+FILTERS = {"llama_server_args": args, "llama_server_env": env, "llama_server_listen": listen}

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from junitparser import Error, Failure, JUnitXml
 
 from checks.reporting import schema
 from provision.testhost import hosts
@@ -67,3 +68,22 @@ def test_redacted_fleet_keeps_hosts_apart(inventory: Path) -> None:
     report = json.loads(done.stdout)
     assert [h["name"] for h in report["hosts"]] == ["host1", "host2"]
     assert "gpu-a" not in done.stdout and "gpu-b" not in done.stdout
+
+
+def test_a_fleet_check_reads_in_ci_formats(inventory: Path) -> None:
+    """JUnit: a suite per host, the unreachable one as an error; SARIF: results on the hosts
+    that answered, located on the inventory file, and the unreachable host as a notification."""
+    junit = JUnitXml.fromstring(gpuprov("check", str(inventory), "--format", "junit").stdout)
+    suites = {suite.name: suite for suite in junit}
+    assert list(suites) == ["gpu-a", "gpu-b", "gone"]
+    assert any(isinstance(r, Error) for case in suites["gone"] for r in case.result)
+    gpu001 = [case for case in suites["gpu-a"] if case.name.startswith("GPU-001")]
+    [failure] = gpu001[0].result  # a finding is a failure, with its severity as its type
+    assert isinstance(failure, Failure) and failure.type == "warning"
+    doc = json.loads(gpuprov("check", str(inventory), "--format", "sarif").stdout)
+    [run] = doc["runs"]
+    hosts = {r["locations"][0]["logicalLocations"][0]["name"] for r in run["results"]}
+    assert hosts == {"gpu-a", "gpu-b"}
+    uri = run["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+    assert uri.endswith("fleet.py")
+    assert "gone" in run["invocations"][0]["toolExecutionNotifications"][0]["message"]["text"]

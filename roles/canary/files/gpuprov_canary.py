@@ -23,14 +23,26 @@ systemd gives up and the unit is failed (its Result stays the last exit's, e.g. 
 units restart always, so a failed one is one systemd gave up on: it is started again once it has
 been down --cool-down seconds (InactiveEnterTimestampMonotonic), so a crash loop restarts in
 bursts, not every 2 seconds, and a server that recovers comes back.
+
+With --metrics-dir, each run ends by writing gpuprov_canary.prom there for node_exporter's
+textfile collector (Prometheus text format, written to a temporary file and renamed): per
+server, up, loading, idle, the last probe's seconds, failed runs in a row, systemd's automatic
+restarts and the canary's own restarts (a counter kept in --state-dir); per GPU, what
+nvidia-smi reports (memory, utilisation, temperature, power; values it has not are left out),
+and the GPU memory of each process with the unit its cgroup names.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import math
+import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -268,17 +280,19 @@ def journal(journalctl: str, unit: str, lines: int, secret: str) -> list[str]:
     return found or [f"(no lines: {problem})" if problem else "(no lines)"]
 
 
-def read_count(counter: Path) -> int:
-    """Failures in a row so far: 0 when none are recorded, or the file is not a count."""
+def read_count(counter: Path, digits: int = 5) -> int:
+    """A count kept in a file (failures in a row so far): 0 when none is recorded, or the file
+    is not a count of at most `digits` digits."""
     try:
         text = counter.read_text(errors="replace").strip()
     except OSError:
         return 0
-    return int(text) if text.isdigit() and text.isascii() and len(text) < 6 else 0
+    return int(text) if text.isdigit() and text.isascii() and len(text) <= digits else 0
 
 
-def targets(text: str) -> list[tuple[str, str, str, str, str, float]]:
-    """The config's lines: (unit, url, model, env_file, kind, start-up seconds); others skipped."""
+def targets(text: str) -> list[tuple[str, str, str, str, str, float, str]]:
+    """The config's lines: (unit, url, model, env_file, kind, start-up seconds, residency);
+    others skipped."""
     found = []
     for line in text.splitlines():
         if not line.strip() or line.startswith("#"):
@@ -293,7 +307,8 @@ def targets(text: str) -> list[tuple[str, str, str, str, str, float]]:
             startup = max(0.0, float(rest[1])) if len(rest) > 1 else 0.0
         except ValueError:
             startup = 0.0
-        found.append((unit, url, alias, env_file, kind, startup))
+        residency = rest[2].strip() if len(rest) > 2 and rest[2].strip() else "resident"
+        found.append((unit, url, alias, env_file, kind, startup, residency))
     return found
 
 
@@ -313,14 +328,16 @@ def loading(result: str, detail: str, active_for: float | None, startup: float) 
     return f"{detail}, {active_for:.0f}s into its {startup:g}s start-up"
 
 
-def cool_down(args: argparse.Namespace, unit: str, down_for: float | None) -> None:
-    """Start a unit systemd gave up on again once it has been down --cool-down seconds."""
+def cool_down(args: argparse.Namespace, unit: str, down_for: float | None) -> bool:
+    """Start a unit systemd gave up on again once it has been down --cool-down seconds; True
+    when it was started."""
     if down_for is None or down_for < args.cool_down:
         waited = "" if down_for is None else f" ({down_for:.0f}s so far)"
         log(f"{unit}: systemd gave up on it; started again after {args.cool_down:g}s down{waited}")
-        return
+        return False
     log(f"{unit}: systemd gave up on it {down_for:.0f}s ago: starting {unit} again")
     start(args.systemctl, unit, "start")
+    return True
 
 
 def start(systemctl: str, unit: str, verb: str) -> None:
@@ -333,6 +350,88 @@ def start(systemctl: str, unit: str, verb: str) -> None:
             return
 
 
+class Checked(NamedTuple):
+    """What one run found of one server: its outcome ('ok', 'loading', 'idle', 'failing',
+    'stopped', 'busy'), the probe's seconds when one ran, and whether the canary (re)started it."""
+
+    outcome: str
+    latency: float | None = None
+    restarted: bool = False
+    restarts: int | None = None  # systemd's NRestarts, when read
+
+
+def check(
+    args: argparse.Namespace,
+    target: tuple[str, str, str, str, str, float, str],
+    state: Path,
+    clock: Callable[[], float],
+) -> Checked:
+    """Probe one server, log what it found, restart it when it failed --failures times."""
+    unit, url, alias, env_file, kind, startup, residency = target
+    counter = state / f"{unit}.failures"
+    key = read_key(env_file, "LLAMA_API_KEY" if kind == "llama" else "VLLM_API_KEY")
+    unit_now, why = unit_state(args.systemctl, unit)
+    verdict, restarts = unit_now.verdict, unit_now.restarts
+    if verdict == "unknown":
+        log(f"{unit}: FAILING: state unknown ({why})")
+        return Checked("failing")
+    if residency == "on_demand" and unit_now.active == "inactive":
+        counter.unlink(missing_ok=True)
+        log(f"{unit}: idle (on demand: stopped until a request starts it)")
+        return Checked("idle", restarts=restarts)
+    if verdict == "failing":
+        counter.unlink(missing_ok=True)  # systemd restarted it: no longer failures in a row
+        log(f"{unit}: FAILING: {unit_now.describe()}; not restarted by the canary")
+        for text in journal(args.journalctl, unit, args.journal_lines, key):
+            log(f"{unit}: journal: {text}")
+        started = False
+        if unit_now.active == "failed" and residency == "on_demand":
+            # Never started by the canary: the next request starts it. A reset lets systemd
+            # start it then, past a start limit it may have hit.
+            run([args.systemctl, "reset-failed", unit], RESTART_TIMEOUT)
+            log(f"{unit}: failed on demand; reset so that the next request starts it")
+        elif unit_now.active == "failed":
+            started = cool_down(args, unit, unit_now.down_for(clock()))
+        return Checked("failing", restarted=started, restarts=restarts)
+    if verdict == "stopped":
+        log(f"{unit}: skipped (stopped)")
+        return Checked("stopped", restarts=restarts)
+    if verdict == "busy":
+        log(f"{unit}: skipped, unit is {unit_now.shown}")
+        return Checked("busy", restarts=restarts)
+    began = time.monotonic()
+    if kind == "llama":
+        result, detail = probe(url, alias, key, args.timeout)
+    else:
+        result, detail = probe_openai(url, alias, key, args.timeout)
+    took = time.monotonic() - began
+    if result in ("fail", "loading"):
+        why = loading(result, detail, unit_now.active_for(clock()), startup)
+        if why:
+            counter.unlink(missing_ok=True)
+            log(f"{unit}: loading: {why}")
+            return Checked("loading", took, restarts=restarts)
+        if result == "loading":
+            result = "fail"
+            detail = f"{detail} after its {startup:g}s start-up"
+    if kind == "balancer" and result == "fail":
+        log(f"{unit}: failed through the balancer at {url} ({detail}); not restarted")
+        return Checked("failing", took, restarts=restarts)
+    if result != "fail":
+        counter.unlink(missing_ok=True)
+        log(f"{unit}: {result}: {detail}")
+        return Checked("ok", took, restarts=restarts)
+    count = read_count(counter) + 1
+    if count < args.failures:
+        counter.write_text(str(count))
+        log(f"{unit}: failed ({detail}), {count} of {args.failures} before a restart")
+        return Checked("failing", took, restarts=restarts)
+    counter.unlink(missing_ok=True)
+    log(f"{unit}: failed ({detail}) {count} times in a row: restarting {unit}")
+    start(args.systemctl, unit, "restart")
+    return Checked("failing", took, restarted=True, restarts=restarts)
+
+
 def main(argv: list[str] | None = None, clock: Callable[[], float] = time.monotonic) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--config", required=True)
@@ -343,65 +442,291 @@ def main(argv: list[str] | None = None, clock: Callable[[], float] = time.monoto
     parser.add_argument("--systemctl", default="systemctl")
     parser.add_argument("--journalctl", default="journalctl")
     parser.add_argument("--journal-lines", type=int, default=JOURNAL_LINES)
+    parser.add_argument("--metrics-dir", default="", help="node_exporter's textfile directory")
+    parser.add_argument("--nvidia-smi", default="nvidia-smi")
     args = parser.parse_args(argv)
     state = Path(args.state_dir)
     state.mkdir(parents=True, exist_ok=True)
     failed = 0
-    for unit, url, alias, env_file, kind, startup in targets(Path(args.config).read_text()):
-        counter = state / f"{unit}.failures"
-        key = read_key(env_file, "LLAMA_API_KEY" if kind == "llama" else "VLLM_API_KEY")
-        unit_now, why = unit_state(args.systemctl, unit)
-        verdict = unit_now.verdict
-        if verdict == "unknown":
-            failed += 1
-            log(f"{unit}: FAILING: state unknown ({why})")
-            continue
-        if verdict == "failing":
-            failed += 1
-            counter.unlink(missing_ok=True)  # systemd restarted it: no longer failures in a row
-            log(f"{unit}: FAILING: {unit_now.describe()}; not restarted by the canary")
-            for text in journal(args.journalctl, unit, args.journal_lines, key):
-                log(f"{unit}: journal: {text}")
-            if unit_now.active == "failed":
-                cool_down(args, unit, unit_now.down_for(clock()))
-            continue
-        if verdict == "stopped":
-            log(f"{unit}: skipped (stopped)")
-            continue
-        if verdict == "busy":
-            log(f"{unit}: skipped, unit is {unit_now.shown}")
-            continue
-        if kind == "llama":
-            result, detail = probe(url, alias, key, args.timeout)
-        else:
-            result, detail = probe_openai(url, alias, key, args.timeout)
-        if result in ("fail", "loading"):
-            why = loading(result, detail, unit_now.active_for(clock()), startup)
-            if why:
-                counter.unlink(missing_ok=True)
-                log(f"{unit}: loading: {why}")
-                continue
-            if result == "loading":
-                result = "fail"
-                detail = f"{detail} after its {startup:g}s start-up"
-        if kind == "balancer" and result == "fail":
-            failed += 1
-            log(f"{unit}: failed through the balancer at {url} ({detail}); not restarted")
-            continue
-        if result != "fail":
-            counter.unlink(missing_ok=True)
-            log(f"{unit}: {result}: {detail}")
-            continue
-        failed += 1
-        count = read_count(counter) + 1
-        if count < args.failures:
-            counter.write_text(str(count))
-            log(f"{unit}: failed ({detail}), {count} of {args.failures} before a restart")
-            continue
-        counter.unlink(missing_ok=True)
-        log(f"{unit}: failed ({detail}) {count} times in a row: restarting {unit}")
-        start(args.systemctl, unit, "restart")
+    rows: list[Row] = []
+    for target in targets(Path(args.config).read_text()):
+        found = check(args, target, state, clock)
+        failed += found.outcome == "failing"
+        if args.metrics_dir:
+            rows.append(tally(state, target[0], target[4], found))
+    if args.metrics_dir:
+        text = exposition(rows, time.time(), *gpu_metrics(args.nvidia_smi))
+        problem = write_textfile(Path(args.metrics_dir), TEXTFILE, text)
+        if problem:
+            log(f"metrics not written: {problem}")
     return 1 if failed else 0
+
+
+# --- Metrics: node_exporter's textfile collector -------------------------------------------------
+
+TEXTFILE = "gpuprov_canary.prom"
+MIB = 1024 * 1024
+# nvidia-smi --query-gpu fields, in this order (nounits: MiB, %, degrees C, W).
+GPU_FIELDS = "index,uuid,name,memory.used,memory.total,utilization.gpu,temperature.gpu,power.draw"
+# Per process: the GPU it holds memory on too, so that a process on two GPUs is two series.
+APP_FIELDS = "pid,gpu_uuid,used_memory"
+
+
+class Row(NamedTuple):
+    """One server's series: its labels and values (None: no sample this run)."""
+
+    unit: str
+    service: str
+    kind: str
+    checked: Checked
+    failed_runs: int
+    canary_restarts: int
+
+
+class Family(NamedTuple):
+    name: str
+    kind: str  # gauge or counter
+    help: str
+
+
+SERVICE_FAMILIES = (
+    Family("gpuprov_service_up", "gauge", "1 when the last probe got a completion, else 0."),
+    Family("gpuprov_service_loading", "gauge", "1 while the server loads its model, else 0."),
+    Family(
+        "gpuprov_service_idle",
+        "gauge",
+        "1 while an on-demand server is stopped until a request starts it, else 0.",
+    ),
+    Family(
+        "gpuprov_service_probe_latency_seconds",
+        "gauge",
+        "Seconds the last probe (health check and a 1-token completion) took.",
+    ),
+    Family(
+        "gpuprov_service_consecutive_failures",
+        "gauge",
+        "Canary runs in a row that found the server failing.",
+    ),
+    Family(
+        "gpuprov_service_systemd_restarts",
+        "gauge",
+        "systemd's automatic restarts of the unit since it was last started by hand (NRestarts).",
+    ),
+    Family(
+        "gpuprov_service_canary_restarts_total",
+        "counter",
+        "Restarts and starts of the unit by the gpuprov canary.",
+    ),
+)
+GPU_FAMILIES = (
+    Family("gpuprov_gpu_memory_used_bytes", "gauge", "GPU memory in use (nvidia-smi)."),
+    Family("gpuprov_gpu_memory_total_bytes", "gauge", "GPU memory in all (nvidia-smi)."),
+    Family("gpuprov_gpu_utilization_ratio", "gauge", "GPU utilisation, 0-1 (nvidia-smi)."),
+    Family("gpuprov_gpu_temperature_celsius", "gauge", "GPU temperature (nvidia-smi)."),
+    Family("gpuprov_gpu_power_watts", "gauge", "GPU power draw (nvidia-smi)."),
+)
+PROCESS_FAMILY = Family(
+    "gpuprov_gpu_process_memory_used_bytes",
+    "gauge",
+    "GPU memory a process holds (nvidia-smi), with the unit its cgroup names.",
+)
+LAST_RUN = Family(
+    "gpuprov_canary_last_run_timestamp_seconds", "gauge", "When the canary's last run ended."
+)
+Sample = tuple[dict[str, str], float]  # labels, value
+
+
+def service_name(unit: str) -> str:
+    """'alpha' for gpuprov-llama-alpha.service and gpuprov-vllm-alpha.service; 'nginx'."""
+    name = unit.removesuffix(".service")
+    for prefix in ("gpuprov-llama-", "gpuprov-vllm-"):
+        if name.startswith(prefix):
+            return name[len(prefix) :]
+    return name
+
+
+def tally(state: Path, unit: str, kind: str, found: Checked) -> Row:
+    """The run's row for `unit`, with its failed runs in a row and the canary's restarts of it
+    (files in the state dir, kept across runs) brought up to date."""
+    runs, restarts = state / f"{unit}.failed-runs", state / f"{unit}.restarts"
+    failed_runs = read_count(runs, 9) + 1 if found.outcome == "failing" else 0
+    canary_restarts = read_count(restarts, 15) + found.restarted
+    for path, value in ((runs, failed_runs), (restarts, canary_restarts)):
+        with contextlib.suppress(OSError):  # a read-only state dir: counts start again
+            path.write_text(str(value))
+    return Row(unit, service_name(unit), kind, found, failed_runs, canary_restarts)
+
+
+def escape_label(value: str) -> str:
+    """A label value as the text format writes it: backslash, double quote and line feed
+    escaped."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def number(value: float) -> str:
+    """A sample value: integers without a point, others as repr writes them."""
+    if math.isfinite(value) and value == int(value) and abs(value) < 2**53:
+        return str(int(value))
+    return repr(float(value))
+
+
+def family_text(family: Family, samples: Sequence[Sample]) -> list[str]:
+    """HELP, TYPE and one line per sample; nothing when there are no samples."""
+    if not samples:
+        return []
+    lines = [f"# HELP {family.name} {family.help}", f"# TYPE {family.name} {family.kind}"]
+    for labels, value in samples:
+        inner = ",".join(f'{k}="{escape_label(v)}"' for k, v in labels.items())
+        lines.append(f"{family.name}{{{inner}}} {number(value)}")
+    return lines
+
+
+def exposition(
+    rows: Sequence[Row],
+    now: float,
+    gpus: Sequence[dict[str, Any]] = (),
+    apps: Sequence[Sample] = (),
+) -> str:
+    """The textfile: every family with its samples, then the run's timestamp."""
+    per_service: dict[str, list[Sample]] = {f.name: [] for f in SERVICE_FAMILIES}
+    for row in rows:
+        labels = {"unit": row.unit, "service": row.service, "kind": row.kind}
+        c = row.checked
+        values: dict[str, float | None] = {
+            "gpuprov_service_up": float(c.outcome == "ok"),
+            "gpuprov_service_loading": float(c.outcome == "loading"),
+            "gpuprov_service_idle": float(c.outcome == "idle"),
+            "gpuprov_service_probe_latency_seconds": c.latency,
+            "gpuprov_service_consecutive_failures": float(row.failed_runs),
+            "gpuprov_service_systemd_restarts": None if c.restarts is None else float(c.restarts),
+            "gpuprov_service_canary_restarts_total": float(row.canary_restarts),
+        }
+        for name, value in values.items():
+            if value is not None:
+                per_service[name].append((labels, value))
+    lines: list[str] = []
+    for family in SERVICE_FAMILIES:
+        lines += family_text(family, per_service[family.name])
+    for family in GPU_FAMILIES:
+        samples = [(gpu["labels"], gpu[family.name]) for gpu in gpus if family.name in gpu]
+        lines += family_text(family, samples)
+    lines += family_text(PROCESS_FAMILY, apps)
+    lines += family_text(LAST_RUN, [({}, round(now, 3))])
+    return "\n".join(lines) + "\n"
+
+
+def write_textfile(folder: Path, name: str, text: str) -> str:
+    """Write `folder/name` atomically (a temporary file beside it, renamed over it), readable by
+    node_exporter's user; "" when written, else why not."""
+    temporary = ""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, folder / name)
+    except OSError as exc:
+        if temporary:
+            Path(temporary).unlink(missing_ok=True)
+        return f"{folder / name}: {exc.strerror or exc}"
+    return ""
+
+
+def measurement(text: str, scale: float = 1.0) -> float | None:
+    """A value of nvidia-smi's CSV (nounits), scaled; None for [N/A], [Not Supported] and the
+    like."""
+    value = text.strip()
+    if not value or len(value) > 32 or value.lower() in ("nan", "inf", "-inf", "+inf"):
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return number * scale if math.isfinite(number) else None
+
+
+def parse_gpus(text: str) -> list[dict[str, Any]]:
+    """`nvidia-smi --query-gpu=GPU_FIELDS --format=csv,noheader,nounits` as one dict per GPU:
+    'labels' (gpu, uuid, name) and each family's value it has. A name with commas in it is
+    rejoined; lines without the fields are skipped; a GPU index seen twice is kept once."""
+    found: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for line in text.splitlines():
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) < 8:
+            continue
+        index, uuid, *middle = fields[:-5]
+        used, total, util, temp, power = fields[-5:]
+        if not (index.isdigit() and index.isascii()) or index in seen:
+            continue
+        seen.add(index)
+        gpu: dict[str, Any] = {
+            "labels": {"gpu": index, "uuid": uuid, "name": ", ".join(middle)},
+        }
+        for name, value in (
+            ("gpuprov_gpu_memory_used_bytes", measurement(used, MIB)),
+            ("gpuprov_gpu_memory_total_bytes", measurement(total, MIB)),
+            ("gpuprov_gpu_utilization_ratio", measurement(util, 0.01)),
+            ("gpuprov_gpu_temperature_celsius", measurement(temp)),
+            ("gpuprov_gpu_power_watts", measurement(power)),
+        ):
+            if value is not None:
+                gpu[name] = value
+        found.append(gpu)
+    return found
+
+
+def cgroup_unit(text: str) -> str:
+    """The unit (or scope) a process runs in, from /proc/PID/cgroup: the last component of its
+    last line's path when it ends in .service or .scope, else ''."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    last = lines[-1].rpartition(":")[2].rstrip("/").rpartition("/")[2].strip()
+    return last if last.endswith((".service", ".scope")) else ""
+
+
+def parse_apps(text: str, unit_of: Callable[[str], str]) -> list[Sample]:
+    """`nvidia-smi --query-compute-apps=APP_FIELDS --format=csv,noheader,nounits` as samples of
+    bytes per (pid, GPU), labelled with the unit `unit_of(pid)` names; values nvidia-smi has not
+    are left out, and rows for the same pid and GPU are added up."""
+    held: dict[tuple[str, str], float] = {}
+    for line in text.splitlines():
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) != 3 or not (fields[0].isdigit() and fields[0].isascii()):
+            continue
+        value = measurement(fields[2], MIB)
+        if value is not None:
+            key = (fields[0], fields[1])
+            held[key] = held.get(key, 0.0) + value
+    return [
+        ({"pid": pid, "gpu_uuid": uuid, "unit": unit_of(pid)}, value)
+        for (pid, uuid), value in held.items()
+    ]
+
+
+def proc_unit(pid: str) -> str:
+    try:
+        return cgroup_unit(Path(f"/proc/{pid}/cgroup").read_text(errors="replace"))
+    except OSError:
+        return ""
+
+
+def gpu_metrics(nvidia_smi: str) -> tuple[list[dict[str, Any]], list[Sample]]:
+    """(GPUs, per-process samples) from nvidia-smi; none where it is absent or fails."""
+    if not nvidia_smi or not shutil.which(nvidia_smi):
+        return [], []
+    fmt = "--format=csv,noheader,nounits"
+    out, problem = run([nvidia_smi, f"--query-gpu={GPU_FIELDS}", fmt], SHOW_TIMEOUT)
+    if problem:
+        log(f"GPU metrics left out: {problem[:200]}")
+        return [], []
+    gpus = parse_gpus(out)
+    out, problem = run([nvidia_smi, f"--query-compute-apps={APP_FIELDS}", fmt], SHOW_TIMEOUT)
+    return gpus, ([] if problem else parse_apps(out, proc_unit))
 
 
 if __name__ == "__main__":

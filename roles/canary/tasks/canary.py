@@ -18,6 +18,10 @@ FILES = stack.role_path("canary", "files")
 UNITS = "/etc/systemd/system"
 TIMER = "gpuprov-canary.timer"
 SERVICE = "gpuprov-canary.service"
+NODE_EXPORTER = "prometheus-node-exporter"
+NODE_EXPORTER_ARGS = "/etc/default/prometheus-node-exporter"
+TEXTFILE_FLAG = "--collector.textfile.directory"
+TEXTFILE = "gpuprov_canary.prom"  # the canary's --metrics-dir file (files/gpuprov_canary.py)
 
 
 @deploy("Canary")
@@ -77,6 +81,38 @@ def canary(plan: HostPlan) -> None:
         enabled=True,
         restarted=any(op.changed for op in units + ops),
     )
+    if plan.stack.canary.metrics_dir:
+        files.directory(
+            name="Canary metrics folder", path=plan.stack.canary.metrics_dir, mode="755"
+        )
+    if plan.stack.canary.node_exporter:
+        node_exporter(plan.stack.canary.metrics_dir)
+
+
+def node_exporter(metrics_dir: str) -> None:
+    """Debian's prometheus-node-exporter (port 9100), its textfile collector reading
+    `metrics_dir` (ARGS in its EnvironmentFile; Ansible: the same line with lineinfile)."""
+    if NODE_EXPORTER not in (host.get_fact(DebPackages) or {}):
+        apt.packages(
+            name=f"Install {NODE_EXPORTER}",
+            packages=[NODE_EXPORTER],
+            update=True,
+            _retries=retry.ATTEMPTS,
+            _retry_delay=retry.DELAY,
+        )
+    args = files.line(
+        name="Point node_exporter's textfile collector at the canary's metrics",
+        path=NODE_EXPORTER_ARGS,
+        line="^ARGS=.*$",
+        replace=f'ARGS="{TEXTFILE_FLAG}={metrics_dir}"',
+    )
+    systemd.service(
+        name=f"Run {NODE_EXPORTER}",
+        service=f"{NODE_EXPORTER}.service",
+        running=True,
+        enabled=True,
+        restarted=args.changed,
+    )
 
 
 @deploy("Canary removed")
@@ -89,7 +125,9 @@ def uninstall(plan: HostPlan) -> None:
         files.file(name=f"Remove {unit}", path=f"{UNITS}/{unit}", present=False)
     if present:
         systemd.daemon_reload(name="Reload systemd units")
-    for path in (v["canary_script"], v["canary_config"]):
+    textfile = f"{plan.stack.canary.metrics_dir}/{TEXTFILE}"
+    paths = [v["canary_script"], v["canary_config"]]
+    for path in paths + ([textfile] if plan.stack.canary.metrics_dir else []):
         if host.get_fact(File, path=path):
             files.file(name=f"Remove {path}", path=path, present=False)
     if host.get_fact(Directory, path=v["canary_state_dir"]):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from io import StringIO
+from typing import Any
 
 from pyinfra import logger
 from pyinfra.api.command import StringCommand
@@ -20,9 +21,11 @@ from pyinfra.api.operation import OperationMeta
 from pyinfra.api.state import State
 from pyinfra.operations import files, python, server
 
-from provision import gate, host_shell, servicefacts, templates, units
+from provision import gate, host_shell, servicefacts, stack, templates, units
 from provision.hostplan import HostPlan
 from provision.servicefacts import ServiceFacts
+
+FILES = stack.role_path("llama_server", "files")
 
 
 def check_arguments(state: State, host: Host, plan: HostPlan) -> bool:
@@ -66,7 +69,19 @@ def llama_server(plan: HostPlan, binary: OperationMeta | None) -> None:
     config_dir = v["llama_server_config_dir"]
     files.directory(name="Server config folder", path=config_dir, mode="755")
     facts = units.unit_facts()
+    on_demand = [p for p in plan.stack.profiles if p.on_demand]
+    extra: dict[str, Any] = {}
+    if on_demand:
+        files.put(
+            name="Install the readiness wait of on-demand servers",
+            src=str(FILES / "gpuprov-wait-ready.py"),
+            dest=v["llama_server_wait_ready"],
+            mode="755",
+            create_remote_dir=True,
+        )
+        extra["llama_server_socket_proxyd"] = units.socket_proxyd()
     changed: dict[str, bool] = {}
+    demand: dict[str, bool] = {}
     for p in plan.stack.profiles:
         profile = dataclasses.asdict(p)
         env = templates.render(
@@ -78,15 +93,47 @@ def llama_server(plan: HostPlan, binary: OperationMeta | None) -> None:
         env_op = units.put_secret(
             f"EnvironmentFile of {p.name} (0600)", env, f"{config_dir}/{p.name}.env"
         )
-        unit = templates.render(
-            "llama_server", "llama-server.service.j2", profile=profile, **v, **facts
+        peers = [
+            q.name for q in on_demand if q.swap_group and q.swap_group == p.swap_group and q != p
+        ]
+        variables = {**v, **facts, **extra, "llama_server_swap_peers": peers}
+        unit_op = _unit(
+            p.unit,
+            templates.render(
+                "llama_server", "llama-server.service.j2", profile=profile, **variables
+            ),
         )
-        unit_op = files.put(
-            name=f"Unit {p.unit}", src=StringIO(unit), dest=f"{units.UNITS}/{p.unit}", mode="644"
+        if not p.on_demand:
+            changed[p.unit] = bool(env_op.changed or unit_op.changed)
+            continue
+        proxy_op = _unit(
+            p.proxy_unit,
+            templates.render(
+                "llama_server", "llama-server-proxy.service.j2", profile=profile, **variables
+            ),
         )
-        changed[p.unit] = bool(env_op.changed or unit_op.changed)
+        socket_op = _unit(
+            p.socket_unit,
+            templates.render(
+                "llama_server", "llama-server.socket.j2", profile=profile, **variables
+            ),
+        )
+        demand[p.unit] = bool(env_op.changed or unit_op.changed or proxy_op.changed)
+        changed[p.socket_unit] = bool(socket_op.changed)
     units.converge(
-        changed, "gpuprov-llama-*.service", "profile", config_dir, restart_all=binary is not None
+        changed,
+        "gpuprov-llama-*",
+        "profile",
+        config_dir,
+        restart_all=binary is not None,
+        on_demand=demand,
+        proxies={p.proxy_unit for p in on_demand},
+    )
+
+
+def _unit(name: str, text: str) -> Any:
+    return files.put(
+        name=f"Unit {name}", src=StringIO(text), dest=f"{units.UNITS}/{name}", mode="644"
     )
 
 
@@ -103,6 +150,6 @@ def remove(plan: HostPlan) -> None:
 def uninstall(plan: HostPlan) -> None:
     """`gpuprov uninstall`: every server's unit and EnvironmentFile, their folder and user."""
     config_dir = plan.variables["llama_server_config_dir"]
-    units.converge({}, "gpuprov-llama-*.service", "profile", config_dir)
+    units.converge({}, "gpuprov-llama-*", "profile", config_dir)
     units.remove_folder(config_dir)
     server.user(name="Remove the servers' system user", user=plan.stack.server_user, present=False)
