@@ -204,15 +204,9 @@ def converge(
     prune_builds: int = 0,
     ci_format: ci_output.CiFormat | None = None,
 ) -> int:
-    pyinfra_logging(not as_json)
-    try:
-        _say(f"gpuprov: checking {inventory}")
-        run = deploy.start(inventory, limit, diff=not as_json)
-    except deploy.InventoryError as exc:
-        _say(f"gpuprov: {exc}")
+    run = _start(f"gpuprov: checking {inventory}", inventory, limit, as_json)
+    if run is None:
         return 2
-    for name, reason in run.unreachable.items():
-        _say(f"gpuprov: cannot connect to {name}: {reason}")
     try:
         if not apply:
             deploy.gate(run)
@@ -250,15 +244,10 @@ def uninstall(
     """Remove what gpuprov installed on every host (its units, files, builds, folders and
     user); models, the model cache, pulled images, drivers, CUDA and packages stay. The plan of
     removals is shown first; nothing changes without a yes."""
-    pyinfra_logging(not as_json)
-    try:
-        _say(f"gpuprov: reading what {inventory} installed")
-        run = deploy.start(inventory, limit, diff=not as_json, need_secrets=False)
-    except deploy.InventoryError as exc:
-        _say(f"gpuprov: {exc}")
+    said = f"gpuprov: reading what {inventory} installed"
+    run = _start(said, inventory, limit, as_json, need_secrets=False)
+    if run is None:
         return 2
-    for name, reason in run.unreachable.items():
-        _say(f"gpuprov: cannot connect to {name}: {reason}")
     try:
         with stopped_by_signals(), deploy.locked(run, lock_timeout, _say):
             deploy.add_removals(run)
@@ -285,6 +274,22 @@ def gate_subjects(run: Run) -> list[Subject]:
         else:
             out.append(Subject(name, "host", _findings(o.gate)[0]))
     return out
+
+
+def _start(
+    said: str, inventory: str, limit: list[str] | None, as_json: bool, need_secrets: bool = True
+) -> Run | None:
+    """deploy.start with its progress and errors on stderr; None for a bad inventory (exit 2)."""
+    pyinfra_logging(not as_json)
+    _say(said)
+    try:
+        run = deploy.start(inventory, limit, diff=not as_json, need_secrets=need_secrets)
+    except deploy.InventoryError as exc:
+        _say(f"gpuprov: {exc}")
+        return None
+    for name, reason in run.unreachable.items():
+        _say(f"gpuprov: cannot connect to {name}: {reason}")
+    return run
 
 
 def _pending(run: Run) -> bool:

@@ -177,7 +177,7 @@ def internal(
     """`gpuprov [options] plan INV` with deploy.start raising `exc` (a KeyError by default)."""
     from provision import deploy
 
-    def start(path: str, limit: list[str] | None, diff: bool) -> deploy.Run:
+    def start(path: str, limit: list[str] | None, diff: bool, **_: object) -> deploy.Run:
         raise exc or KeyError("gpu0")
 
     monkeypatch.setattr(deploy, "start", start)

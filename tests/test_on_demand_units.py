@@ -19,14 +19,16 @@ MODEL = "/srv/models/m.gguf"
 DEMAND = {"name": "chat", "model": MODEL, "port": 8080, "residency": "on_demand"}
 A = {"name": "coder", "model": MODEL, "port": 8081, "swap_group": "big"}
 B = {"name": "writer", "model": MODEL, "port": 8082, "swap_group": "big"}
+PROXYD = "/usr/lib/systemd/systemd-socket-proxyd"
 
 
 def _stack(*profiles: dict[str, Any], **more: Any) -> stack.Stack:
     return stack.from_data({"llama_server_profiles": list(profiles), **more})
 
 
-def _render(name: str, profiles: tuple[dict[str, Any], ...], index: int, **extra: Any) -> str:
-    data = {"llama_server_profiles": list(profiles)}
+def _render(name: str, profiles: tuple[dict[str, Any], ...], index: int, **settings: Any) -> str:
+    """One of a profile's unit templates, as the role renders it (its swap peers included)."""
+    data = {"llama_server_profiles": list(profiles), **settings}
     s = stack.from_data(data)
     p = s.profiles[index]
     peers = [q.name for q in s.profiles if q.swap_group and q.swap_group == p.swap_group]
@@ -38,8 +40,7 @@ def _render(name: str, profiles: tuple[dict[str, Any], ...], index: int, **extra
         systemd_version=252,
         nvidia_persistenced=False,
         llama_server_swap_peers=[n for n in peers if n != p.name],
-        llama_server_socket_proxyd="/usr/lib/systemd/systemd-socket-proxyd",
-        **extra,
+        llama_server_socket_proxyd=PROXYD,
     )
 
 
@@ -124,36 +125,19 @@ def test_systemd_verifies_the_three_units(tmp_path: Path) -> None:
     wait = tmp_path / "wait-ready.py"
     wait.write_text("#!/bin/sh\nexit 0\n")
     wait.chmod(0o755)
-    proxyd = Path("/lib/systemd/systemd-socket-proxyd")
-    if not proxyd.is_file():
+    if not Path(PROXYD).is_file():
         pytest.skip("no systemd-socket-proxyd here")
-    extra = {
-        "llama_cpp_prefix": str(prefix),
-        "llama_server_wait_ready": str(wait),
-    }
+    settings = {"llama_cpp_prefix": str(prefix), "llama_server_wait_ready": str(wait)}
     profiles = (DEMAND, A, B)
-    data = {"llama_server_profiles": list(profiles), **extra}
-    s = stack.from_data(data)
     paths = []
-    for p in s.profiles:
+    for index, p in enumerate(stack.from_data({"llama_server_profiles": list(profiles)}).profiles):
         for name, template in (
             (p.unit, "llama-server.service.j2"),
             (p.socket_unit, "llama-server.socket.j2"),
             (p.proxy_unit, "llama-server-proxy.service.j2"),
         ):
-            peers = [q.name for q in s.profiles if q.swap_group and q.swap_group == p.swap_group]
-            text = templates.render(
-                "llama_server",
-                template,
-                profile=dataclasses.asdict(p),
-                **stack.variables(data),
-                systemd_version=252,
-                nvidia_persistenced=False,
-                llama_server_swap_peers=[n for n in peers if n != p.name],
-                llama_server_socket_proxyd=str(proxyd),
-            )
             path = tmp_path / name
-            path.write_text(text)
+            path.write_text(_render(template, profiles, index, **settings))
             paths.append(path)
     done = verify(*paths)
     assert done.returncode == 0, done.stderr

@@ -142,3 +142,18 @@ def put_tiny_model(host: Host, folder: Path, path: str) -> None:
         check=True,
     )
     host.run(f"chmod 644 {path}")
+
+
+TINY_MODEL = "/srv/models/tiny.gguf"
+
+
+def llama_host(make: Callable[[str], hosts.TestHost], name: str, folder: Path) -> Host:
+    """Test host `name` (from the session's factory) with the tiny model at TINY_MODEL."""
+    h = Host(make(name))
+    put_tiny_model(h, folder, TINY_MODEL)
+    return h
+
+
+def vendored_source(sdist: Path) -> dict[str, str]:
+    """Inventory settings that build the llama.cpp vendored in the llama-cpp-python sdist."""
+    return {"llama_cpp_tarball": str(sdist), "llama_cpp_tarball_subdir": "vendor/llama.cpp"}

@@ -25,17 +25,19 @@ from provision.testhost import hosts
 from tests.e2e.hosts import (
     GPUPROV,
     ROOT,
+    TINY_MODEL,
     Host,
     Inventory,
     apply,
     gpuprov,
     host_report,
+    llama_host,
     lock_held_by,
-    put_tiny_model,
+    vendored_source,
     wait_for,
 )
 
-MODEL = "/srv/models/tiny.gguf"
+MODEL = TINY_MODEL
 PREFIX = "/opt/gpuprov/llama.cpp"
 
 pytestmark = pytest.mark.e2e
@@ -43,17 +45,13 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="module")
 def host(testhost_factory: Callable[[str], hosts.TestHost], tmp_path_factory: Any) -> Host:
-    record = testhost_factory("e2e-llama")
-    h = Host(record)
-    put_tiny_model(h, tmp_path_factory.mktemp("model"), MODEL)
-    return h
+    return llama_host(testhost_factory, "e2e-llama", tmp_path_factory.mktemp("model"))
 
 
 @pytest.fixture(scope="module")
 def inventory(host: Host, sdist: Path, tmp_path_factory: Any) -> Inventory:
     base = {
-        "llama_cpp_tarball": str(sdist),
-        "llama_cpp_tarball_subdir": "vendor/llama.cpp",
+        **vendored_source(sdist),
         "llama_server_profiles": [
             {"name": "alpha", "model": MODEL, "port": 8081, "ctx_size": 256},
             {"name": "beta", "model": MODEL, "port": 8082, "ctx_size": 256, "alias": "b"},
@@ -401,7 +399,7 @@ def test_a_crash_loop_ends_at_the_start_limit_and_the_canary_starts_it_again(hos
 
     wait_for("the canary starting alpha again", started_again, 90, step=2)
     log = host.run("journalctl -q -u gpuprov-canary.service --no-pager -o cat")
-    assert f"{unit}: systemd gave up on it; started again after 20s down" in log
+    assert f"{unit}: systemd gave up on it; to be started again after 20s down" in log
 
 
 def test_a_healthy_stack_converges_again_and_then_changes_nothing(

@@ -22,9 +22,19 @@ import pytest
 
 from checks.reporting import schema
 from provision.testhost import hosts
-from tests.e2e.hosts import ROOT, Host, Inventory, apply, host_report, put_tiny_model, wait_for
+from tests.e2e.hosts import (
+    ROOT,
+    TINY_MODEL,
+    Host,
+    Inventory,
+    apply,
+    host_report,
+    llama_host,
+    vendored_source,
+    wait_for,
+)
 
-MODEL = "/srv/models/tiny.gguf"
+MODEL = TINY_MODEL
 PORTS = {"alpha": 8081, "beta": 8082}
 LISTEN = 8400
 # The tiny model's vocabulary is mostly bytes: a short prompt keeps each request in its context.
@@ -35,17 +45,14 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="module")
 def host(testhost_factory: Callable[[str], hosts.TestHost], tmp_path_factory: Any) -> Host:
-    h = Host(testhost_factory("e2e-bench"))
-    put_tiny_model(h, tmp_path_factory.mktemp("model"), MODEL)
-    return h
+    return llama_host(testhost_factory, "e2e-bench", tmp_path_factory.mktemp("model"))
 
 
 @pytest.fixture(scope="module")
 def inventory(host: Host, sdist: Path, tmp_path_factory: Any) -> Inventory:
     profile = {"model": MODEL, "ctx_size": 512, "extra_args": ["--metrics"]}
     base = {
-        "llama_cpp_tarball": str(sdist),
-        "llama_cpp_tarball_subdir": "vendor/llama.cpp",
+        **vendored_source(sdist),
         "llama_server_profiles": [
             {**profile, "name": name, "port": port, "alias": "tiny"} for name, port in PORTS.items()
         ],

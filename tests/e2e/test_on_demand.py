@@ -18,11 +18,20 @@ from typing import Any
 import pytest
 
 from provision.testhost import hosts
-from tests.e2e.hosts import Host, Inventory, apply, host_report, put_tiny_model, wait_for
+from tests.e2e.hosts import (
+    TINY_MODEL,
+    Host,
+    Inventory,
+    apply,
+    host_report,
+    llama_host,
+    vendored_source,
+    wait_for,
+)
 
 pytestmark = pytest.mark.e2e
 
-MODEL = "/srv/models/tiny.gguf"
+MODEL = TINY_MODEL
 SOLO = {"name": "solo", "model": MODEL, "port": 8091, "ctx_size": 256}
 A = {"name": "swap-a", "model": MODEL, "port": 8092, "ctx_size": 256, "swap_group": "pair"}
 B = {"name": "swap-b", "model": MODEL, "port": 8093, "ctx_size": 256, "swap_group": "pair"}
@@ -31,16 +40,13 @@ IDLE = 6
 
 @pytest.fixture(scope="module")
 def host(testhost_factory: Callable[[str], hosts.TestHost], tmp_path_factory: Any) -> Host:
-    h = Host(testhost_factory("e2e-demand"))
-    put_tiny_model(h, tmp_path_factory.mktemp("model"), MODEL)
-    return h
+    return llama_host(testhost_factory, "e2e-demand", tmp_path_factory.mktemp("model"))
 
 
 @pytest.fixture(scope="module")
 def inventory(host: Host, sdist: Path, tmp_path_factory: Any) -> Inventory:
     base = {
-        "llama_cpp_tarball": str(sdist),
-        "llama_cpp_tarball_subdir": "vendor/llama.cpp",
+        **vendored_source(sdist),
         "llama_server_profiles": [
             {**SOLO, "residency": "on_demand", "idle_seconds": IDLE},
             {**A, "idle_seconds": 120},

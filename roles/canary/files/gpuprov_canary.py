@@ -333,7 +333,8 @@ def cool_down(args: argparse.Namespace, unit: str, down_for: float | None) -> bo
     when it was started."""
     if down_for is None or down_for < args.cool_down:
         waited = "" if down_for is None else f" ({down_for:.0f}s so far)"
-        log(f"{unit}: systemd gave up on it; started again after {args.cool_down:g}s down{waited}")
+        again = f"to be started again after {args.cool_down:g}s down{waited}"
+        log(f"{unit}: systemd gave up on it; {again}")
         return False
     log(f"{unit}: systemd gave up on it {down_for:.0f}s ago: starting {unit} again")
     start(args.systemctl, unit, "start")
