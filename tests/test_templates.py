@@ -262,9 +262,11 @@ def test_systemd_verifies_the_canary_units(tmp_path: Path, prefix: Path) -> None
     assert lines_of(service, "ExecStart") == [
         "/usr/bin/python3 /usr/local/lib/gpuprov/canary.py --config /etc/gpuprov/canary.tsv"
         " --state-dir /var/lib/gpuprov/canary --timeout 7 --failures 2 --cool-down 300"
+        " --metrics-dir /var/lib/prometheus/node-exporter"
     ]
-    # two profiles, each at most 2 x 7 s plus 5 s, and 30 s to spare
-    assert lines_of(service, "TimeoutStartSec") == [str((7 * 2 + 5) * 2 + 30)]
+    # two profiles, each at most 2 x 7 s plus 5 s, 30 s to spare, and two nvidia-smi calls of
+    # at most 15 s each for the GPU gauges
+    assert lines_of(service, "TimeoutStartSec") == [str((7 * 2 + 5) * 2 + 30 + 30)]
     timer = paths[1].read_text()
     assert lines_of(timer, "OnActiveSec") == lines_of(timer, "OnUnitActiveSec") == ["45"]
 
