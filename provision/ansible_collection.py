@@ -36,6 +36,10 @@ IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc")
 # their full name only (unlike its modules), so `| systemd_quote` becomes
 # `| gpuprov.inference.systemd_quote`, and map('systemd_quote') likewise.
 JINJA_FILES = ("templates/*.j2", "tasks/*.yml", "vars/*.yml", "defaults/*.yml", "handlers/*.yml")
+# The collection's actions (plugins/action/), named short in roles/ (ansible/ansible.cfg finds
+# them there) and in full in the collection, as ansible-lint's fqcn rule wants.
+ACTIONS = ("gpuprov_check", "gpuprov_lock")
+_ACTION_KEYS = re.compile(rf"^( *(?:- )?)({'|'.join(ACTIONS)}):", re.M)
 
 
 def ansible_folder(*parts: str) -> Path:
@@ -59,7 +63,8 @@ def _filter_names() -> re.Pattern[str]:
 
 
 def qualified(text: str) -> str:
-    """Jinja text with every gpuprov filter named in full (gpuprov.inference.<filter>)."""
+    """Jinja text with every gpuprov filter and action named in full (gpuprov.inference.<x>)."""
+    text = _ACTION_KEYS.sub(rf"\1{NAMESPACE}.{NAME}.\2:", text)
     return _filter_names().sub(rf"\1{NAMESPACE}.{NAME}.\2", text)
 
 
