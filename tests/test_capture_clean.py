@@ -38,6 +38,11 @@ STRIPPED = [
         "  <b>CUDA Capability Major/Minor version number:    5.2</b>",
         "  CUDA Capability Major/Minor version number:    5.2",
     ),
+    # XML escaped by an e-mail reply to an issue (1Panel-dev/1Panel#11910)
+    (
+        "&nbsp; &nbsp; &nbsp; &nbsp; <driver_version&gt;591.74</driver_version&gt;",
+        "        <driver_version>591.74</driver_version>",
+    ),
 ]
 
 KEPT = [
@@ -49,6 +54,8 @@ KEPT = [
     'time=2025-05-05T16:11:49.762-07:00 level=INFO source=gpu.go:319 msg="detected OS VRAM"',
     "-- The CUDA compiler identification is NVIDIA 11.3.109",
     "<nvidia_smi_log>",
+    "| NVIDIA-SMI 591.59                 Driver Version: 591.59         CUDA Version: 13.1     |",
+    "AT&T and &c stay as typed",
 ]
 
 
@@ -70,3 +77,17 @@ def test_prefixed_output_reads_like_the_bare_output() -> None:
         f"Jan  1 20:22:43 host llama-server[911]: {line}\n" for line in bare.splitlines()
     )
     assert capture.recognise(capture.clean(prefixed)) == capture.recognise(bare)
+
+
+def test_escaped_xml_reads_like_the_xml() -> None:
+    """The e-mail-escaped capture gives what the same XML unescaped gives."""
+    xml = (
+        '<?xml version="1.0" ?>\n<nvidia_smi_log>\n\t<driver_version>591.74</driver_version>\n'
+        '\t<cuda_version>13.1</cuda_version>\n\t<gpu id="00000000:01:00.0">\n'
+        "\t\t<product_name>NVIDIA GeForce RTX 4090</product_name>\n"
+    )
+    escaped = xml.replace(">", "&gt;").replace("\t", "&nbsp; &nbsp; ")
+    facts, seen = capture.recognise(capture.clean(escaped))
+    assert seen == capture.recognise(capture.clean(xml))[1]
+    assert (facts.driver.version, facts.driver.cuda_version) == ("591.74", "13.1")
+    assert [g.name for g in facts.gpus] == ["NVIDIA GeForce RTX 4090"]

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from checks.facts import capture
-from checks.facts.parsers import containers, pci, vulkan, warp
+from checks.facts.parsers import collect_env, containers, jetson, pci, vulkan, warp
 from tests.test_corpus_captures import CAPTURES, read, read_facts
 
 TABLE = "nvsmi_table_580__dra-driver-pr889_t4-580.126.09.txt"  # 580.126.09, 13.0, Tesla T4
@@ -151,3 +151,36 @@ def test_docker_runtime_lines_with_the_nvidia_runtime() -> None:
         ["io.containerd.runc.v2", "nvidia", "runc"],
         "nvidia",
     )
+
+
+def test_jetsoninfo_gives_the_l4t_release_and_a_known_jetpack() -> None:
+    """jetsonhacks/jetsonUtilities' jetsonInfo.py: " L4T 32.4.2 [ JetPack UNKNOWN ]"."""
+    unknown = jetson.parse_jetson_release(" NVIDIA Jetson TX2\n L4T 32.4.2 [ JetPack UNKNOWN ]\n")
+    assert (unknown.system.l4t_release, unknown.system.jetpack_release) == ("32.4.2", None)
+    known = jetson.parse_jetson_release(" L4T 32.4.4 [ JetPack 4.4.1 ]\n")
+    assert (known.system.l4t_release, known.system.jetpack_release) == ("32.4.4", "4.4.1")
+    assert not jetson.detect_jetson_release("L4T 32.4.2 is what I run, JetPack 4.4\n")
+
+
+def test_template_gpu_line_reads_a_catalogued_name_and_its_driver() -> None:
+    """PyTorch's old bug-report template as filled in (pytorch/pytorch#51840)."""
+    text = " - GPU models and configuration: GeForce RTX 2070, driver 450.102.04\n"
+    facts = collect_env.parse_template_gpu(text)
+    assert [g.name for g in facts.gpus] == ["GeForce RTX 2070"]
+    assert facts.driver.version == "450.102.04"
+    alone = collect_env.parse_template_gpu("- GPU models and configuration: Tesla V100\n")
+    assert ([g.name for g in alone.gpus], alone.driver.version) == (["Tesla V100"], None)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        " - GPU models and configuration:",  # left empty
+        " - GPU models and configuration: 2x RTX 3090, driver 535.54",  # not a bare name
+        " - GPU models and configuration: GeForce something new",  # not in the catalogue
+        "GPU models and configuration: GeForce RTX 2070",  # collect_env's own line, no bullet
+    ],
+)
+def test_template_gpu_line_leaves_what_it_cannot_read(line: str) -> None:
+    assert not collect_env.detect_template_gpu(line + "\n")
+    assert collect_env.parse_template_gpu(line + "\n").gpus == []

@@ -158,7 +158,7 @@ def test_no_release_good_on_the_driver_is_never_installed() -> None:
     facts = _facts("418.87.01", "8.6")
     rec = recommend.nvcc(facts)
     assert rec.value == "CUDA 11.1" and "upgrade the driver first" in rec.detail
-    assert recommend.build_release(facts).startswith("none good on this driver: CUDA 11.1")
+    assert recommend.build_release(facts).startswith("none good on this host as it is: CUDA 11.1")
 
 
 def _load(name: str) -> HostFacts:

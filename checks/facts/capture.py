@@ -1,9 +1,9 @@
 """Facts from captured outputs (`--from`): a facts or report JSON, or pasted command outputs.
 
-Pasted text is cleaned once (CRLF, ANSI colours, "> " quote prefixes, inline HTML tags, the prefixes
-journald, syslog and log wrappers put before each line), cut to the first host of a pdsh, clush or
-ansible paste, and every known format that detects itself in it parses it; several files merge into
-one host.
+Pasted text is cleaned once (CRLF, ANSI colours, HTML entities, "> " quote prefixes, inline HTML
+tags, the prefixes journald, syslog and log wrappers put before each line), cut to the first host of
+a pdsh, clush or ansible paste, and every known format that detects itself in it parses it; several
+files merge into one host.
 """
 
 from __future__ import annotations
@@ -23,6 +23,11 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _QUOTE = re.compile(r"^[ \t]*(?:>[ \t]?)+", re.MULTILINE)
 # Inline tags of HTML pasted into an issue ("<pre>deviceQuery...", "<b>CUDA Capability ...</b>").
 _TAGS = re.compile(r"</?(?:b|strong|i|em|pre|code|tt|kbd|br)\s*/?>", re.IGNORECASE)
+# What an e-mail reply to an issue does to pasted output: "<gpu&gt;", indents as "&nbsp; &nbsp;"
+# (1Panel-dev/1Panel#11910). nvidia-smi's own text never holds these; its XML escapes only in
+# values, which the parsers still read by tag when the unescaped XML no longer parses.
+_ENTITY = re.compile(r"&(gt|lt|amp|quot|#39|nbsp);")
+_ENTITIES = {"gt": ">", "lt": "<", "amp": "&", "quot": '"', "#39": "'", "nbsp": " "}
 # What a log system puts before each line: syslog or `journalctl` ("Feb 28 12:44:31 host
 # ollama[854770]: ", a localised month "2月 21 ..."), `journalctl -o short-iso`
 # ("2025-02-28T12:44:31+0000 host proc[1]: "), a kernel timestamp ("[   12.442423] "), and
@@ -71,6 +76,7 @@ def clean(text: str) -> str:
     """Undo what terminals and issue trackers do to pasted output."""
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = _ANSI.sub("", text)
+    text = _ENTITY.sub(lambda m: _ENTITIES[m.group(1)], text)
     text = _QUOTE.sub("", text)
     text = _TAGS.sub("", text)
     return _LOG_PREFIX.sub("", _LOG_PREFIX.sub("", text))

@@ -16,7 +16,6 @@ from packaging.version import Version
 from checks import coverage, versions
 from checks.facts.model import (
     CompatLibrary,
-    ContainerImage,
     HostFacts,
     VllmService,
     probed_hosts,
@@ -658,21 +657,6 @@ def llama_server_file_missing(facts: HostFacts, params: Mapping[str, Any]) -> It
                 }
 
 
-def _ld_so_conf_release(image: ContainerImage, mode: str) -> str | None:
-    """The vLLM release of a published image whose compat mode (tables/vllm_images.toml) is
-    `mode`, from its tags or reference; None for any other image."""
-    for ref in [*(image.tags or []), *([image.ref] if image.ref else [])]:
-        found = images.vllm_version_of_ref(ref)
-        if found is None:
-            continue
-        release = Version(found)
-        for raw in registry.table("vllm_images")["compat"]:
-            first, before = Version(raw["first"]), raw["before"]
-            if first <= release and (not before or release < Version(before)):
-                return found if raw["mode"] == mode else None
-    return None
-
-
 @evaluator
 def vllm_compat_conf_under_nvidia_runtime(
     facts: HostFacts, params: Mapping[str, Any]
@@ -687,8 +671,10 @@ def vllm_compat_conf_under_nvidia_runtime(
     for image in facts.containers.images:
         if image.compat_setting is not None:
             continue
-        release = _ld_so_conf_release(image, params["mode"])
-        compat = images.compat_driver_of_cuda(image.cuda_version) if release else None
+        release, mode = images.vllm_compat_mode(image)
+        compat = (
+            images.compat_driver_of_cuda(image.cuda_version) if mode == params["mode"] else None
+        )
         if release and compat is not None and compat < driver[1]:
             yield {
                 "subject": images.label(image),

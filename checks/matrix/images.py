@@ -71,19 +71,23 @@ def loads_compat(image: ContainerImage) -> bool:
     VLLM_ENABLE_CUDA_COMPATIBILITY, else what its vLLM release does by default."""
     if image.compat_setting is not None:
         return image.compat_setting.strip().lower() in ("1", "true")
+    return vllm_compat_mode(image)[1] is not None
+
+
+def vllm_compat_mode(image: ContainerImage) -> tuple[str | None, str | None]:
+    """(vLLM release, how it loads its compat libcuda by default: tables/vllm_images.toml's
+    `mode`) of the first tag or reference naming a published release; None for what is not known."""
     for ref in [*(image.tags or []), *([image.ref] if image.ref else [])]:
         found = vllm_version_of_ref(ref)
-        if found is not None:
-            return _vllm_compat_mode(Version(found)) is not None
-    return False
-
-
-def _vllm_compat_mode(release: Version) -> str | None:
-    for raw in registry.table("vllm_images")["compat"]:
-        first, before = Version(raw["first"]), raw["before"]
-        if first <= release and (not before or release < Version(before)):
-            return str(raw["mode"])
-    return None
+        if found is None:
+            continue
+        release = Version(found)
+        for raw in registry.table("vllm_images")["compat"]:
+            first, before = Version(raw["first"]), raw["before"]
+            if first <= release and (not before or release < Version(before)):
+                return found, str(raw["mode"])
+        return found, None
+    return None, None
 
 
 def compat_driver_of_cuda(cuda_version: str | None) -> versions.DriverVersion | None:

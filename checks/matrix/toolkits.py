@@ -74,12 +74,15 @@ def compression_unloadable(
     return (mode or params["default_mode"]).lower() != "none"
 
 
-def gcc_limit(release: Version) -> int | None:
-    """The newest GCC major that nvcc of CUDA X.Y `release` accepts (tables/host_compilers.toml);
-    None for a release the table does not list, whose limit is unknown."""
+def gcc_limits(release: Version) -> tuple[int, int] | None:
+    """(a GCC major nvcc of CUDA X.Y `release` surely accepts, the newest it can accept), from
+    tables/host_compilers.toml: its own row twice; for a release between listed ones, the older
+    neighbour's limit and the newer one's (a newer CUDA never accepts less). None outside."""
     rows = registry.table("host_compilers")["releases"]
-    row = rows.get(f"{release.major}.{release.minor}")
-    return int(row["gcc_max"]) if row else None
+    listed = sorted((Version(k), int(v["gcc_max"])) for k, v in rows.items())
+    older = [limit for r, limit in listed if r <= Version(f"{release.major}.{release.minor}")]
+    newer = [limit for r, limit in listed if r >= Version(f"{release.major}.{release.minor}")]
+    return (older[-1], newer[0]) if older and newer else None
 
 
 def gcc_major(text: str | None) -> int | None:
@@ -89,11 +92,11 @@ def gcc_major(text: str | None) -> int | None:
 
 
 def rejected_gcc(nvcc: str | None, gcc: str | None) -> int | None:
-    """The newest GCC major nvcc `nvcc` (a CUDA version) accepts when the host's gcc `gcc` is
-    newer, so nvcc stops the build; None when it accepts it or either limit is unknown."""
+    """A GCC major nvcc `nvcc` (a CUDA version) accepts, when the host's gcc `gcc` is newer than
+    it can accept, so nvcc stops the build; None when it may accept it or either is unknown."""
     release, major = versions.release(nvcc), gcc_major(gcc)
-    limit = gcc_limit(release) if release is not None else None
-    return limit if limit is not None and major is not None and major > limit else None
+    limits = gcc_limits(release) if release is not None else None
+    return limits[0] if limits is not None and major is not None and major > limits[1] else None
 
 
 Judge = Callable[[HostFacts, Mapping[str, Any], str, bool], bool]

@@ -127,6 +127,8 @@ def _choose(facts: HostFacts) -> _Choice | None:
         release, minimum = good[0]
         detail = f"needs driver {minimum} or newer: upgrade the driver first"
         return _Choice(release, True, detail, frozenset(basis | {"DRV-002"}))
+    if facts.system.gcc_version and any("BUILD-004" in found for *_, found in judged):
+        return _with_older_gcc(facts)
     driverless = dataclasses.replace(facts, driver=Driver())
     builds = [
         (r, m) for r, m in registry.cuda_releases() if not toolkits.faults(driverless, str(r))
@@ -136,6 +138,24 @@ def _choose(facts: HostFacts) -> _Choice | None:
     release, minimum = builds[0]
     detail = f"needs driver {minimum} or newer: upgrade the driver first"
     return _Choice(release, False, detail, frozenset(basis))
+
+
+def _with_older_gcc(facts: HostFacts) -> _Choice | None:
+    """What to build with when every release that would do refuses the host's gcc: the release
+    chosen as if gcc were unknown, with the older gcc it accepts as nvcc's host compiler."""
+    system = dataclasses.replace(facts.system, gcc_version=None)
+    chosen = _choose(dataclasses.replace(facts, system=system))
+    if chosen is None or not chosen.good:
+        return chosen
+    accepted = toolkits.rejected_gcc(str(chosen.release), facts.system.gcc_version)
+    if accepted is None:
+        return chosen
+    gcc = facts.system.gcc_version
+    detail = (
+        f"refuses the host's gcc {gcc}: install gcc-{accepted} and g++-{accepted} and build"
+        f" with -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++-{accepted}"
+    )
+    return _Choice(chosen.release, False, detail, chosen.basis | {"BUILD-004"})
 
 
 def nvcc(facts: HostFacts) -> Recommendation:
@@ -164,7 +184,7 @@ def build_release(facts: HostFacts) -> str:
     if choice is None:
         return f"{rec.value} ({rec.detail})"
     if not choice.good:
-        return f"none good on this driver: CUDA {choice.release} {choice.detail}"
+        return f"none good on this host as it is: CUDA {choice.release} {choice.detail}"
     return str(choice.release)
 
 

@@ -12,11 +12,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import re
 import shlex
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -35,6 +32,7 @@ from provision.gate import HostGate
 from provision.hostplan import HostPlan
 from provision.testhost import hosts
 from tests.e2e import hosts as e2e
+from tests.support import ansible_play
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "nginx_lb"
@@ -354,43 +352,12 @@ def test_plan_of_turning_the_balancer_off_shows_its_removal(host: Host, tmp_path
 
 # --- the Ansible role ---------------------------------------------------------------------------
 
-PLAY = """
-- hosts: all
-  gather_facts: false
-  roles: [nginx_lb]
-"""
-
 
 def ansible(host: Host, folder: Path, **changes: Any) -> int:
     """ansible-playbook running the role on the host; the recap's changed count."""
-    record = host.record
-    ssh_args = f"-o UserKnownHostsFile={record.known_hosts} -o StrictHostKeyChecking=accept-new"
-    (folder / "hosts.ini").write_text(
-        f"[all]\n{record.address} ansible_user=root ansible_ssh_private_key_file={record.ssh_key}"
-        f" ansible_ssh_common_args='{ssh_args}'\n"
-    )
-    (folder / "vars.json").write_text(json.dumps({**DATA, **changes}))
-    (folder / "play.yml").write_text(PLAY)
-    env = {
-        **os.environ,
-        "ANSIBLE_CONFIG": str(ROOT / "ansible" / "ansible.cfg"),
-        "PYTHONPATH": str(ROOT),
-    }
-    done = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "ansible-playbook"),
-            *("-i", str(folder / "hosts.ini"), "-e", f"@{folder / 'vars.json'}"),
-            str(folder / "play.yml"),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT / "ansible",
-        timeout=300,
-        check=False,
-    )
+    done = ansible_play.run_roles(host.record, folder, ["nginx_lb"], {**DATA, **changes})
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    return sum(int(n) for n in re.findall(r"changed=(\d+)", done.stdout))
+    return ansible_play.recap_changed(done.stdout)
 
 
 def test_ansible_role_finds_the_pyinfra_install_converged(host: Host, tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ from provision import stack, toolkit
 from provision.gate import HostGate
 from provision.hostplan import HostPlan
 from provision.testhost import hosts
+from tests.support import ansible_play
 
 pytestmark = pytest.mark.e2e
 
@@ -189,6 +190,31 @@ def status(meta: Any) -> str:
     return "changed" if meta.did_change() else "unchanged"
 
 
+def ansible(record: hosts.TestHost, folder: Path, *args: str) -> tuple[int, str]:
+    """The Ansible role on the host (the gate skipped: no GPU here); exit code and output."""
+    done = ansible_play.run_roles(
+        record,
+        folder,
+        ["nvidia_container_toolkit"],
+        {"gpuprov_check_skip": True, "nvidia_container_toolkit_install": False},
+        *args,
+    )
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_ansible_check_mode_plans_the_runtime_and_changes_nothing(
+    record: hosts.TestHost, tmp_path: Path
+) -> None:
+    """`--check --diff` before the runtime is registered: it would register it, and does not
+    hold Docker to a runtime it did not register (no false CTR-005); nothing on the host moves."""
+    code, out = ansible(record, tmp_path, "--check", "--diff")
+    assert code == 0, out[-4000:]
+    assert "CTR-005" not in out
+    assert "Configure Docker" in out and ansible_play.recap_changed(out) > 0
+    assert not ssh(record, "ls /etc/docker 2>/dev/null || true").strip()
+    assert ssh(record, f"cat {STARTS}").splitlines() == ["start"]
+
+
 def test_first_apply_registers_the_runtime_and_restarts_docker_once(
     record: hosts.TestHost,
 ) -> None:
@@ -205,6 +231,14 @@ def test_first_apply_registers_the_runtime_and_restarts_docker_once(
 
 def test_second_apply_adds_nothing(record: hosts.TestHost) -> None:
     assert apply(record) == []
+    assert ssh(record, f"cat {STARTS}").splitlines() == ["start", "start"]
+
+
+def test_ansible_finds_the_runtime_registered(record: hosts.TestHost, tmp_path: Path) -> None:
+    for args in ((), ("--check", "--diff")):
+        code, out = ansible(record, tmp_path, *args)
+        assert code == 0, out[-4000:]
+        assert ansible_play.recap_changed(out) == 0, out[-4000:]
     assert ssh(record, f"cat {STARTS}").splitlines() == ["start", "start"]
 
 

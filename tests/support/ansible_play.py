@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from provision import deploy
+from provision.testhost.hosts import TestHost
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "ansible" / "ansible.cfg"  # its roles_path and filter_plugins
@@ -25,12 +26,8 @@ def ansible_inventory(inventory: str, folder: Path) -> tuple[Path, Path]:
         raise SystemExit(f"{inventory}: expected one host, found {len(hosts)}")
     host = hosts[0]
     data = host.data.dict()
-    ssh_args = (
-        f"-o UserKnownHostsFile={data['ssh_known_hosts_file']} -o StrictHostKeyChecking=accept-new"
-    )
-    line = (
-        f"{host.name} ansible_user={data.get('ssh_user', 'root')} "
-        f"ansible_ssh_private_key_file={data['ssh_key']} ansible_ssh_common_args='{ssh_args}'"
+    line = host_line(
+        host.name, data.get("ssh_user", "root"), data["ssh_key"], data["ssh_known_hosts_file"]
     )
     ini = folder / "hosts.ini"
     ini.write_text(f"[all]\n{line}\n")
@@ -38,6 +35,43 @@ def ansible_inventory(inventory: str, folder: Path) -> tuple[Path, Path]:
     extra = folder / "vars.json"
     extra.write_text(json.dumps(variables))
     return ini, extra
+
+
+def host_line(name: str, user: str, key: object, known_hosts: object) -> str:
+    """An INI inventory line: `user` over SSH with `key`, host keys kept in `known_hosts`."""
+    ssh_args = f"-o UserKnownHostsFile={known_hosts} -o StrictHostKeyChecking=accept-new"
+    return (
+        f"{name} ansible_user={user} ansible_ssh_private_key_file={key}"
+        f" ansible_ssh_common_args='{ssh_args}'"
+    )
+
+
+def run_roles(
+    host: TestHost, folder: Path, roles: list[str], variables: dict[str, Any], *args: str
+) -> subprocess.CompletedProcess[str]:
+    """ansible-playbook running `roles` (ansible/ansible.cfg's) on a test host as root, with
+    `variables` as extra vars and `args` (e.g. --check --diff) added."""
+    line = host_line(host.address, "root", host.ssh_key, host.known_hosts)
+    (folder / "hosts.ini").write_text(f"[all]\n{line}\n")
+    (folder / "vars.json").write_text(json.dumps(variables))
+    play = [{"hosts": "all", "gather_facts": False, "roles": roles}]
+    (folder / "play.yml").write_text(json.dumps(play))
+    env = {**os.environ, "ANSIBLE_CONFIG": str(CONFIG), "ANSIBLE_NOCOLOR": "1"}
+    return subprocess.run(
+        [
+            str(BIN / "ansible-playbook"),
+            *("-i", str(folder / "hosts.ini"), "-e", f"@{folder / 'vars.json'}"),
+            *args,
+            str(folder / "play.yml"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT / "ansible",
+        timeout=600,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def playbook(ini: Path, extra: Path) -> list[str]:

@@ -1,4 +1,5 @@
-"""PyTorch's and vLLM's collect_env reports, and PyTorch's "not compatible" GPU warnings."""
+"""PyTorch's and vLLM's collect_env reports, PyTorch's "not compatible" GPU warnings, and the GPU
+line of PyTorch's old bug-report template, filled in by hand."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import re
 from collections.abc import Iterator
 
 from checks import versions
+from checks.facts.gpus import lookup
 from checks.facts.model import Gpu, HostFacts, PythonPackage, Toolkit
 from checks.facts.parsers import Format
 from checks.facts.probe import Probe
@@ -34,6 +36,15 @@ _TOO_OLD_HEAD = re.compile(r"Found GPU(?P<index>\d{1,4}) ")
 _TOO_OLD_TAIL = re.compile(r" which is of cuda capability (?P<cc>\d+\.\d+)")
 _TORCH_PATH = re.compile(r"^(/\S+/(?:site|dist)-packages)/torch/", re.MULTILINE)
 _UNKNOWN = ("", "Could not collect", "N/A", "No CUDA", "None", "Not Set")
+# PyTorch's old bug-report template, copied by many projects, as people fill it in:
+# " - GPU models and configuration: GeForce RTX 2070, driver 450.102.04" (pytorch/pytorch#51840).
+# Only a catalogued GeForce, Quadro, Tesla or TITAN name before the first comma is read as the
+# GPU, and "driver X.Y[.Z]" after it as the driver: what else people write there stays unread.
+_TEMPLATE_GPU = re.compile(
+    r"^[ \t]{0,4}[-*][ \t]{1,4}GPU models and configuration:[ \t]*([^,\n]*)(,[^\n]*)?$", re.M
+)
+_TEMPLATE_NAME = re.compile(r"(?:NVIDIA )?(?:GeForce|Quadro|Tesla|TITAN) [\w -]{1,40}")
+_TEMPLATE_DRIVER = re.compile(r"(?:^|[\s,])driver:? (\d{3}\.\d{1,3}(?:\.\d{1,3})?)(?![\d.])")
 
 
 def parse_collect_env(text: str) -> HostFacts:
@@ -157,12 +168,33 @@ def _capability(sm: str) -> str:
     return f"{sm[:-1]}.{sm[-1]}" if len(sm) >= 2 else sm
 
 
+def parse_template_gpu(text: str) -> HostFacts:
+    """The GPU and driver of the first template line that names a catalogued GPU."""
+    facts = HostFacts()
+    for match in _TEMPLATE_GPU.finditer(text):
+        name = match.group(1).strip()
+        if _TEMPLATE_NAME.fullmatch(name) is None or lookup(name) is None:
+            continue
+        facts.gpus = [Gpu(name=name)]
+        driver = _TEMPLATE_DRIVER.search(match.group(2) or "")
+        facts.driver.version = driver.group(1) if driver else None
+        break
+    return facts
+
+
 def detect_collect_env(text: str) -> bool:
     keys = {key for key, _, _ in _fields(text)}
     return ("PyTorch version" in keys and len(keys) >= 3) or _INCOMPATIBLE.search(text) is not None
 
 
-FORMATS = [Format("collect-env", detect_collect_env, parse_collect_env)]
+def detect_template_gpu(text: str) -> bool:
+    return not detect_collect_env(text) and bool(parse_template_gpu(text).gpus)
+
+
+FORMATS = [
+    Format("collect-env", detect_collect_env, parse_collect_env),
+    Format("bug-report template GPU line", detect_template_gpu, parse_template_gpu),
+]
 
 # No probe: collect_env imports torch; the python-stack probe reads the same packages' metadata.
 PROBES: list[Probe] = []

@@ -3,7 +3,8 @@
 /etc/nv_tegra_release's first line is "# R38 (release), REVISION: 2.0, GCID: ..., BOARD: generic,
 EABI: aarch64, DATE: ...": Jetson Linux (L4T) 38.2.0 (release 38, revision 2.0). jetson-stats
 prints "L4T: 36.4.3", and "Jetpack: 6.2" or "Jetpack 6.0 [L4T 36.3.0]" when it knows the JetPack
-that L4T release belongs to ("Jetpack missing!" or "NOTDETECTED" when it does not).
+that L4T release belongs to ("Jetpack missing!" or "NOTDETECTED" when it does not). JetsonHacks'
+jetsonInfo.py prints " L4T 32.4.2 [ JetPack 4.4 ]" ("[ JetPack UNKNOWN ]" when it does not know).
 """
 
 from __future__ import annotations
@@ -24,6 +25,11 @@ _JETPACK_LINE = re.compile(
 )
 # "Model: NVIDIA Jetson AGX Orin Developer Kit - Jetpack 6.0 [L4T 36.3.0]".
 _BOTH = re.compile(r"Jetpack (\d{1,2}\.\d{1,2}(?:\.\d{1,2})?) \[L4T (\d{2,3}\.\d{1,3}\.\d{1,3})\]")
+# jetsonInfo.py (jetsonhacks/jetsonUtilities): " L4T 32.4.2 [ JetPack UNKNOWN ]".
+_JETSONINFO = re.compile(
+    r"^[ \t]{0,4}L4T (\d{2,3}\.\d{1,3}\.\d{1,3}) \[ JetPack ([^\s\]]{1,20}) \][ \t]*$", re.M
+)
+_JETPACK = re.compile(r"\d{1,2}\.\d{1,2}(?:\.\d{1,2})?")
 
 
 def parse_jetson_release(text: str) -> HostFacts:
@@ -31,7 +37,7 @@ def parse_jetson_release(text: str) -> HostFacts:
     facts = HostFacts()
     tegra = _TEGRA_RELEASE.search(text)
     both = _BOTH.search(text)
-    l4t = _L4T_LINE.search(text)
+    l4t = _L4T_LINE.search(text) or _JETSONINFO.search(text)
     if tegra is not None:
         facts.system.l4t_release = ".".join(tegra.groups())
     elif both is not None:
@@ -43,11 +49,13 @@ def parse_jetson_release(text: str) -> HostFacts:
         facts.system.jetpack_release = both.group(1)
     elif jetpack is not None:
         facts.system.jetpack_release = jetpack.group(1)
+    elif l4t is not None and l4t.re is _JETSONINFO and l4t.group(1) == facts.system.l4t_release:
+        facts.system.jetpack_release = l4t.group(2) if _JETPACK.fullmatch(l4t.group(2)) else None
     return facts
 
 
 def detect_jetson_release(text: str) -> bool:
-    return any(p.search(text) for p in (_TEGRA_RELEASE, _BOTH, _L4T_LINE))
+    return any(p.search(text) for p in (_TEGRA_RELEASE, _BOTH, _L4T_LINE, _JETSONINFO))
 
 
 FORMATS = [Format("nv_tegra_release / jetson_release", detect_jetson_release, parse_jetson_release)]
