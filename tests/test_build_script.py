@@ -208,6 +208,28 @@ def test_second_build_switches_current(prefix: Path, tmp_path: Path) -> None:
     assert (prefix / "builds" / "second" / ".complete").is_file()
 
 
+def test_the_compiler_runs_in_one_locale_whoever_builds(prefix: Path, tmp_path: Path) -> None:
+    """ccache hashes LANG, LC_ALL, LC_CTYPE and LC_MESSAGES: a build started from a German shell
+    and one started by Ansible (C.UTF-8) must give the compiler the same values to share it."""
+    seen = tmp_path / "locale.txt"
+    launcher = tmp_path / "launcher.sh"
+    launcher.write_text(
+        "#!/bin/sh\n"
+        f'echo "LANG=$LANG LC_ALL=$LC_ALL LC_CTYPE=${{LC_CTYPE-unset}}'
+        f' LC_MESSAGES=${{LC_MESSAGES-unset}}" >> {seen}\n'
+        'exec "$@"\n'
+    )
+    launcher.chmod(0o755)
+    args = (*cmake_args(()), f"-DCMAKE_CXX_COMPILER_LAUNCHER={launcher}")
+    env = {**os.environ, "LANG": "de_DE.UTF-8", "LC_CTYPE": "de_DE.UTF-8", "LC_MESSAGES": "de"}
+    tarball = ["--tarball", str(fake_tarball(tmp_path / "src"))]
+    done = build(prefix, "localised", tarball, args=args, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert set(seen.read_text().splitlines()) == {
+        "LANG=C LC_ALL=C LC_CTYPE=unset LC_MESSAGES=unset"
+    }
+
+
 @pytest.mark.parametrize(
     ("broken", "why"),
     [

@@ -79,6 +79,11 @@ else
 fi
 [ -f "$src/CMakeLists.txt" ] || { echo "llama-build: no llama.cpp CMakeLists.txt in the source" >&2; exit 1; }
 
+# One locale for every build, whoever starts it (gpuprov over SSH, Ansible, a shell): ccache hashes
+# LANG, LC_ALL, LC_CTYPE and LC_MESSAGES, so builds started by different callers share the cache,
+# and the compiler's messages stay in English for `gpuprov explain`.
+unset LC_CTYPE LC_MESSAGES
+export LANG=C LC_ALL=C
 if [ -n "$ccache_dir" ] && command -v ccache >/dev/null 2>&1; then
     mkdir -p "$ccache_dir"
     export CCACHE_DIR="$ccache_dir" CCACHE_BASEDIR="$work" CCACHE_NOHASHDIR=1
