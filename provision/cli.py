@@ -132,22 +132,34 @@ def _facts(sources: list[str] | None) -> HostFacts:
     return gather.gather()
 
 
-def _image(ref: str, facts: HostFacts) -> ContainerImage:
-    """The image's config, pulled image first, else its registry; exit 2 with the reason."""
+def _image(ref: str, facts: HostFacts, here: bool) -> ContainerImage:
+    """The image's config; exit 2 with the reason. For this machine (`here`), its own engine's
+    copy first: what it would run. For another (captures, an inventory's hosts), the registry
+    first: what that machine would pull; the local copy only when the registry cannot be read."""
     import platform
 
     from checks.facts import image_config
 
+    def local() -> ContainerImage | None:
+        found = image_config.from_local_engine(ref)
+        if found is not None:
+            found.ref = ref
+        return found
+
     try:
         image_config.parse_reference(ref)
-        local = image_config.from_local_engine(ref)
-        if local is not None:
-            local.ref = ref
-            return local
+        if here and (found := local()) is not None:
+            return found
         machine = facts.system.machine or platform.machine()
         architecture = image_config.ARCHITECTURES.get(machine, machine)
         print(f"gpuprov: reading {ref} from its registry ({architecture})", file=sys.stderr)
-        return image_config.from_registry(ref, architecture)
+        try:
+            return image_config.from_registry(ref, architecture)
+        except image_config.ImageConfigError as exc:
+            if here or (found := local()) is None:
+                raise
+            print(f"gpuprov: {exc}; judging this machine's copy of {ref}", file=sys.stderr)
+            return found
     except image_config.ImageConfigError as exc:
         raise _fail(f"--image {ref}: {exc}") from None
 
@@ -178,7 +190,8 @@ def check(
         typer.Option(
             "--image",
             help="Also judge this image for the host, before pulling it: its config is read "
-            "from the local docker/podman, else from its registry (no layers). Repeatable.",
+            "from this machine's docker/podman, else from its registry (no layers); for "
+            "captures or an inventory, from the registry first. Repeatable.",
             metavar="REF",
         ),
     ] = None,
@@ -198,7 +211,7 @@ def check(
         raise _fail("--limit selects hosts of an inventory: give the inventory file first")
     facts = _facts(from_)
     for ref in image or []:
-        facts.containers.images.append(_image(ref, facts))
+        facts.containers.images.append(_image(ref, facts, here=not from_))
     result = report.build(facts)
     if format_ is not None:
         name = ", ".join(from_) if from_ else (result.facts.system.hostname or "localhost")
@@ -232,7 +245,7 @@ def _check_fleet(
         """Each image is read once per architecture, however many hosts share it."""
         key = (ref, facts.system.machine)
         if key not in read:
-            read[key] = _image(ref, facts)
+            read[key] = _image(ref, facts, here=False)
         return copy.deepcopy(read[key])
 
     try:

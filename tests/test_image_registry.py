@@ -392,22 +392,36 @@ def test_a_bad_or_missing_image_exits_2_with_the_reason(tmp_path: Path, registry
 
 
 def test_a_pulled_image_is_read_from_the_local_engine(registry: str, tmp_path: Path) -> None:
+    """This machine's check judges its own copy; another machine's capture is judged against
+    what that machine would pull (the registry), this copy only when the registry is out of
+    reach (localhost:9 here, a name the pulled image is tagged with)."""
     podman = _tool("podman")
     ref = f"{registry}/vllm/vllm-openai:v0.16.0"
+    offline = "localhost:9/vllm/vllm-openai:v0.16.0"
     subprocess.run(
         [podman, "pull", "--quiet", "--tls-verify=false", ref],
         check=True, capture_output=True, timeout=120,
     )  # fmt: skip
+    subprocess.run([podman, "tag", ref, offline], check=True, capture_output=True, timeout=60)
     try:
         image = image_config.from_local_engine(ref)
         assert image is not None and image.source == "podman image inspect"
         assert image.cuda_version == "12.9.1"
+        here = CliRunner().invoke(app, ["check", "--json", "--fail-on", "never", "--image", ref])
+        [verdict] = json.loads(here.stdout)["images"]
+        assert verdict["source"] == "podman image inspect"
         result = _check(tmp_path, _host("dual3090_570"), ref)
+        [verdict] = json.loads(result.stdout)["images"]
+        assert verdict["source"].startswith(f"registry {registry} (sha256:")
+        assert verdict["rules"] == ["CTR-001", "CTR-002"]
+        result = _check(tmp_path, _host("dual3090_570"), offline)
         [verdict] = json.loads(result.stdout)["images"]
         assert verdict["source"] == "podman image inspect"
         assert verdict["rules"] == ["CTR-001", "CTR-002"]
+        assert f"judging this machine's copy of {offline}" in result.stderr
     finally:
-        subprocess.run([podman, "rmi", "--force", ref], capture_output=True, timeout=60)
+        for name in (ref, offline):
+            subprocess.run([podman, "rmi", "--force", name], capture_output=True, timeout=60)
 
 
 # ---------------------------------------------------------------------------------------------
