@@ -22,14 +22,19 @@ _UUID = re.compile(
 T = TypeVar("T")
 
 
-def redact(data: T) -> T:
+def redact(data: T, aliases: dict[str, str] | None = None) -> T:
     """A copy of `data` (JSON-like, or dataclasses such as HostFacts and Report) with identifying
-    fields blanked, and hostnames and GPU/MIG UUIDs masked in every string."""
-    names = sorted(_hostnames(data) - {"", REDACTED}, key=len, reverse=True)
+    fields blanked, and hostnames and GPU/MIG UUIDs masked in every string; each name in
+    `aliases` (other machines' names) is replaced by its alias wherever it appears."""
+    names = {name: REDACTED for name in _hostnames(data) - {"", REDACTED}}
+    names.update({k: v for k, v in (aliases or {}).items() if k})
+    ordered = sorted(names, key=len, reverse=True)
     hosts = (
-        re.compile(rf"(?<![\w.-])(?:{'|'.join(map(re.escape, names))})(?![\w-])") if names else None
+        re.compile(rf"(?<![\w.-])(?:{'|'.join(map(re.escape, ordered))})(?![\w-])")
+        if ordered
+        else None
     )
-    masked: T = _masked(data, hosts)
+    masked: T = _masked(data, hosts, names)
     return masked
 
 
@@ -59,18 +64,19 @@ def _hostnames(value: Any) -> set[str]:
     return found
 
 
-def _masked(value: Any, hosts: re.Pattern[str] | None) -> Any:
-    """`value` with identifying fields blanked, and UUIDs and `hosts` masked in its strings."""
+def _masked(value: Any, hosts: re.Pattern[str] | None, names: dict[str, str]) -> Any:
+    """`value` with identifying fields blanked, UUIDs masked and each of `hosts` replaced by
+    what `names` gives it in its strings."""
     if isinstance(value, str):
         text = _UUID.sub(lambda m: f"{m.group(1)}-{REDACTED}", value)
-        return hosts.sub(REDACTED, text) if hosts is not None else text
+        return hosts.sub(lambda m: names[m.group(0)], text) if hosts is not None else text
     if type(value) in (list, tuple):
-        return type(value)(_masked(v, hosts) for v in value)
+        return type(value)(_masked(v, hosts, names) for v in value)
     fields = _fields(value)
     if fields is None:
         return value
     masked = {
-        k: REDACTED if k in _KEYS and v is not None else _masked(v, hosts)
+        k: REDACTED if k in _KEYS and v is not None else _masked(v, hosts, names)
         for k, v in fields.items()
     }
     return masked if isinstance(value, dict) else dataclasses.replace(value, **masked)
@@ -80,6 +86,9 @@ def anonymised(r: FleetReport) -> FleetReport:
     """The report with hosts renamed host1, host2, ... (inventory order) and every identifying
     value redacted, so a fleet can be shared and its hosts still told apart."""
     names = {h.name: f"host{i}" for i, h in enumerate(r.hosts, 1)}
-    hosts = [dataclasses.replace(redact(h), name=names[h.name]) for h in r.hosts]
+    # Every machine's names, masked in every host's text: one host's error may name another.
+    aliases = {name: REDACTED for name in _hostnames(r.hosts) - {"", REDACTED}} | names
+    hosts = [dataclasses.replace(redact(h, aliases), name=names[h.name]) for h in r.hosts]
     shared = [dataclasses.replace(s, hosts=[names[n] for n in s.hosts]) for s in r.shared]
-    return dataclasses.replace(r, inventory=redact(r.inventory), hosts=hosts, shared=shared)
+    inventory = redact(r.inventory, aliases)
+    return dataclasses.replace(r, inventory=inventory, hosts=hosts, shared=shared)

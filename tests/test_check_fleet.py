@@ -76,6 +76,23 @@ def test_redaction_renames_hosts_in_order_and_everywhere() -> None:
     assert "old-driver" not in json.dumps(hidden.to_json())
 
 
+def test_redaction_masks_one_hosts_names_in_anothers_text() -> None:
+    """An unreachable host's error names the jump host that is another inventory host, and a
+    checked host's own hostname: neither may survive, in any host's entry."""
+    first = _case("DRV-001/fail.json")
+    first.system.hostname = "rack7-gpu03"
+    report = fleet.build(
+        "inventories/lab.py",
+        [
+            ("gpu03.lab.example", first, None),
+            ("gpu04.lab.example", None, "ssh via gpu03.lab.example (rack7-gpu03): timed out"),
+        ],
+    )
+    text = json.dumps(anonymised(report).to_json())
+    assert "gpu03" not in text and "lab.example" not in text
+    assert "ssh via host1 (<redacted>): timed out" in text
+
+
 def _invoke(*args: str) -> object:
     return CliRunner().invoke(app, ["check", *args])
 
