@@ -54,3 +54,18 @@ def test_toolkit_probe_runs_here() -> None:
 def test_every_probe_has_a_timeout() -> None:
     for probe in containers.PROBES:
         assert 0 < probe.timeout <= 60
+
+
+def test_only_the_cdi_refresh_units_status_says_its_state() -> None:
+    """`systemctl status` of another unit (nvidia-persistenced, as pasted in issues) sets
+    nothing; the refresh unit's own status does, however its title line is worded."""
+    other = (
+        "× nvidia-persistenced.service - NVIDIA Persistence Daemon\n"
+        "     Loaded: loaded (/lib/systemd/system/nvidia-persistenced.service; static)\n"
+        "     Active: failed (Result: exit-code) since Tue 2024-01-09 10:11:12 UTC; 1min ago\n"
+    )
+    assert not containers.detect_cdi_refresh_status(other)
+    own = other.replace("nvidia-persistenced", "nvidia-cdi-refresh").replace(
+        "NVIDIA Persistence Daemon", "Refresh NVIDIA CDI specification file"
+    )
+    assert containers.parse_cdi_refresh_status(own).containers.cdi_refresh == "failed"

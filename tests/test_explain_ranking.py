@@ -126,6 +126,36 @@ def test_jetson_gpu_words_the_ptx_diagnosis_for_jetpack() -> None:
     assert "Jetson" not in explain.diagnose(scan)[0].message
 
 
+@pytest.mark.parametrize(
+    ("devices", "rule", "words"),
+    [
+        (["NVIDIA A100-SXM4-80GB, compute capability 8.0"], "LCPP-013", "the regression"),
+        (["NVIDIA GeForce RTX 2080 Ti, compute capability 7.5"], "ARCH-002", "7.5"),
+        (
+            [
+                "NVIDIA GeForce RTX 3090, compute capability 8.6",
+                "NVIDIA GeForce RTX 2080 Ti, compute capability 7.5",
+            ],
+            "ARCH-002",
+            "compute capabilities: 8.6 7.5",
+        ),
+    ],
+)
+def test_the_arch_abort_is_the_regression_only_when_no_gpu_is_turing(
+    devices: list[str], rule: str, words: str
+) -> None:
+    """ggml's "<= 750" abort (llama.cpp #15589): a Turing card anywhere in the list means the
+    build lacks sm_75 kernels for it, not the regression (the first device is not enough)."""
+    lines = [f"ggml_cuda_init: found {len(devices)} CUDA devices:"]
+    lines += [f"  Device {i}: {d}, VMM: yes" for i, d in enumerate(devices)]
+    lines += ["/llama.cpp/ggml/src/ggml-cuda/common.cuh:112: ggml was not compiled with any CUDA"
+              " arch <= 750"]  # fmt: skip
+    scan = logscan.scan(io.BytesIO(("\n".join(lines) + "\n").encode()))
+    top = explain.diagnose(scan)[0]
+    assert (top.rule, top.signature) == (rule, "ggml-arch-check-regression")
+    assert words in top.message
+
+
 @pytest.mark.parametrize("path", REAL_LOGS, ids=lambda p: str(p.relative_to(FIXTURES)))
 def test_no_finding_comes_before_one_that_explains_it(path: Path) -> None:
     closure = logscan.explained_by_closure(logscan.signatures())

@@ -164,6 +164,9 @@ class Containers:
     runtime_version: str | None = None  # `nvidia-container-runtime --version`
     runtime_hook: bool | None = None
     cdi_specs: list[str] | None = None
+    # nvidia-cdi-refresh.service (toolkit >= 1.18): its ActiveState ("failed", "active",
+    # "inactive", ...), "absent" where no such unit is installed.
+    cdi_refresh: str | None = None
     images: list[ContainerImage] = field(default_factory=list)
 
 

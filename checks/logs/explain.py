@@ -104,6 +104,8 @@ def context(facts: HostFacts, groups: Mapping[str, str], text: str) -> dict[str,
         if gpu.compute_capability:
             ctx["cc"] = gpu.compute_capability
             ctx["sm"] = gpu.compute_capability.replace(".", "")
+        if all(g.compute_capability for g in facts.gpus):
+            ctx["ccs"] = " ".join(str(g.compute_capability) for g in facts.gpus)
     for package in facts.python:
         if package.name == "torch" and package.version:
             ctx["torch"] = package.version
@@ -163,7 +165,16 @@ PREDICATES: dict[str, Callable[[Mapping[str, str]], bool]] = {
     "jetson_gpu": lambda ctx: bool(_JETSON.search(ctx.get("gpu", ""))),
     "site_turboquant": lambda ctx: "turboquant" in ctx.get("site", "").lower(),
     "site_modular_kernel": lambda ctx: "modular_kernel" in ctx.get("site", ""),
+    # Every GPU the log lists counts: one Turing card beside newer ones still needs sm_75.
+    "cc_7_5": lambda ctx: (7, 5) in _ccs(ctx),
+    "cc_above_7_5": lambda ctx: bool(_ccs(ctx)) and min(_ccs(ctx)) > (7, 5),
 }
+
+
+def _ccs(ctx: Mapping[str, str]) -> list[tuple[int, int]]:
+    """The compute capabilities of every GPU the log names; empty unless all are known."""
+    found = [coverage.cc_tuple(cc) for cc in ctx.get("ccs", "").split()]
+    return [cc for cc in found if cc is not None] if None not in found else []
 
 
 class _Fill(dict[str, str]):

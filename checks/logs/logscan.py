@@ -29,7 +29,10 @@ EVIDENCE = 3
 # graph capture/capturing, module signing, PyTorch's OOM detail and vLLM's "max seq len" lines,
 # which are often pasted without their exception name; the kernel's refusals of the open module,
 # "nvidia.ko" also in wrapped pastes without their NVRM: prefix, and of a GPU nova_core holds;
-# ollama's "cuda driver library init failure" and ldconfig's "is not a symbolic link"). Few,
+# ollama's "cuda driver library init failure" and ldconfig's "is not a symbolic link"; nvcc's
+# "Unsupported gpu architecture" pasted without "nvcc fatal"; both halves of an "...so: undefined
+# / symbol: _Z..." line wrapped in a paste; NCCL's INFO line of a kernel too large for the GPU's
+# shared memory; ggml's abort for a missing CUDA arch, which GGML_ABORT prints bare). Few,
 # specific anchors keep the prefilter fast: grep -F slows with every string added, a loop of
 # bytes.find pays one pass per anchor, and every candidate line is matched against every
 # signature (so not "NVRM", which prefixes every line of a driver's dmesg). The signatures' match
@@ -50,9 +53,15 @@ ANCHORS = (
     b"init failure",
     b"symbolic link",
     b"undefined symbol",
+    b"nsupported gpu architecture",
+    b"so: undefined",
+    b"symbol: _Z",
+    b"ncclMaxSharedMem",
+    b"not compiled with any CUDA arch",
 )
-# Lines worth handing to the fact parsers: they name drivers, GPUs, versions and images.
-FACT_ANCHORS = (b"NVIDIA", b"ersion", b"apabilit", b"ARCHS", b"docker run")
+# Lines worth handing to the fact parsers: they name drivers, GPUs, versions and images (and
+# ggml_cuda_init's "found N CUDA devices", which its device-line parser needs).
+FACT_ANCHORS = (b"NVIDIA", b"ersion", b"apabilit", b"ARCHS", b"docker run", b"CUDA devices")
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _PREFIXES = re.compile(

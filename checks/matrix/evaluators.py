@@ -325,6 +325,32 @@ def docker_runtime_not_configured(facts: HostFacts, params: Mapping[str, Any]) -
         }
 
 
+# Where nvidia-cdi-refresh.service writes the spec (NVIDIA_CTK_CDI_OUTPUT_FILE_PATH's default).
+_REFRESHED_SPECS = ("/var/run/cdi/nvidia.yaml", "/run/cdi/nvidia.yaml")
+
+
+@evaluator
+def cdi_refresh_failed(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
+    """The toolkit's CDI refresh unit failed, and its spec is missing (or was not captured)."""
+    ctr = facts.containers
+    if ctr.cdi_refresh != "failed":
+        return
+    if ctr.cdi_specs is not None and set(ctr.cdi_specs) & set(_REFRESHED_SPECS):
+        return
+    toolkit = versions.parse(ctr.toolkit_version)
+    old = toolkit is not None and toolkit < Version(params["waits_from"])
+    yield {
+        "subject": "nvidia-cdi-refresh.service",
+        "toolkit_note": f" (toolkit {ctr.toolkit_version})" if ctr.toolkit_version else "",
+        "spec": (
+            "is missing"
+            if ctr.cdi_specs is not None
+            else "was probably not written (the spec folders were not captured)"
+        )
+        + ("; this toolkit's unit does not wait for the driver" if old else ""),
+    }
+
+
 def _torch_targets(
     version: str, cuda: Version, archs: list[str] | None
 ) -> list[coverage.Target] | None:

@@ -29,6 +29,14 @@ _DEFAULT_RUNTIME = re.compile(r"^[ \t]{0,4}Default Runtime:[ \t]{1,4}([\w.-]{1,1
 _RUNTIME_VERSION = re.compile(r"^NVIDIA Container Runtime version (\d+\.\d+\.\d+\S*)", re.M)
 _CDI_FILE = re.compile(r"^(/\S+\.(?:ya?ml|json))\s*$", re.MULTILINE)
 _NULLS = ("", "(null)", "N/A")
+# `systemctl show -p LoadState -p ActiveState nvidia-cdi-refresh.service`.
+_UNIT_SHOW = re.compile(r"^(LoadState|ActiveState)=([a-z-]{0,20})[ \t]*$", re.MULTILINE)
+# `systemctl status nvidia-cdi-refresh.service` pasted: its title line, then within a few lines
+# "Active: failed (Result: exit-code) since ...".
+_CDI_REFRESH_STATUS = re.compile(
+    r"nvidia-cdi-refresh\.service - [^\n]{0,80}\n(?:[^\n]{0,300}\n){0,3}?[ \t]{0,12}"
+    r"Active: ([a-z-]{1,20})\b"
+)
 
 DOCKER_COMMAND = "docker info --format '{{json .}}' 2>&1"
 
@@ -46,6 +54,9 @@ echo '### gpuprov:cdi'
 for d in /etc/cdi /var/run/cdi; do
   for f in "$d"/*.yaml "$d"/*.yml "$d"/*.json; do [ -f "$f" ] && echo "$f"; done
 done
+echo '### gpuprov:cdi-refresh'
+command -v systemctl >/dev/null 2>&1 &&
+  systemctl show -p LoadState -p ActiveState nvidia-cdi-refresh.service 2>/dev/null
 exit 0
 """
 
@@ -249,6 +260,29 @@ def parse_toolkit_probe(text: str) -> HostFacts:
                 facts.containers.runtime_hook = hook.group(1).rstrip() != "none"
         elif kind == "cdi":
             facts.containers.cdi_specs = _CDI_FILE.findall(body)
+        elif kind == "cdi-refresh":
+            facts.containers.cdi_refresh = _unit_state(body)
+    return facts
+
+
+def _unit_state(text: str) -> str | None:
+    """A unit's ActiveState from `systemctl show`, "absent" when systemd does not know it."""
+    shown = dict(_UNIT_SHOW.findall(text))
+    if shown.get("LoadState") == "not-found":
+        return "absent"
+    return shown.get("ActiveState") or None
+
+
+def detect_cdi_refresh_status(text: str) -> bool:
+    return _CDI_REFRESH_STATUS.search(text) is not None
+
+
+def parse_cdi_refresh_status(text: str) -> HostFacts:
+    """`systemctl status nvidia-cdi-refresh.service`: the unit's state."""
+    facts = HostFacts()
+    found = _CDI_REFRESH_STATUS.search(text)
+    if found is not None:
+        facts.containers.cdi_refresh = found.group(1)
     return facts
 
 
@@ -379,6 +413,7 @@ FORMATS = [
     Format("nvidia-ctk-version", detect_nvidia_ctk, parse_nvidia_ctk_version),
     Format("nvidia-container-cli-info", detect_container_cli_info, parse_container_cli_info),
     Format("docker-image-inspect", detect_image_inspect, parse_image_inspect),
+    Format("systemctl-status-cdi-refresh", detect_cdi_refresh_status, parse_cdi_refresh_status),
 ]
 
 PROBES = [
