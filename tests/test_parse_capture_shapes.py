@@ -12,8 +12,17 @@ from typing import Any
 
 import pytest
 
-from checks.facts import capture
-from checks.facts.parsers import collect_env, containers, jetson, pci, vulkan, warp
+from checks.facts import capture, gpus
+from checks.facts.parsers import (
+    collect_env,
+    containers,
+    jetson,
+    kernel,
+    packages,
+    pci,
+    vulkan,
+    warp,
+)
 from tests.test_corpus_captures import CAPTURES, read, read_facts
 
 TABLE = "nvsmi_table_580__dra-driver-pr889_t4-580.126.09.txt"  # 580.126.09, 13.0, Tesla T4
@@ -184,3 +193,98 @@ def test_template_gpu_line_reads_a_catalogued_name_and_its_driver() -> None:
 def test_template_gpu_line_leaves_what_it_cannot_read(line: str) -> None:
     assert not collect_env.detect_template_gpu(line + "\n")
     assert collect_env.parse_template_gpu(line + "\n").gpus == []
+
+
+def test_dnf_list_installed_gives_the_driver_packages_version() -> None:
+    """negativo17/nvidia-driver#31: Fedora's packages, epoch and release, no repository column."""
+    text = (
+        'dnf list installed "*nvidia*"\nInstalled Packages\n'
+        "akmod-nvidia.x86_64                       2:387.34-1.fc27\n"
+        "kmod-nvidia-4.14.5-300.fc27.x86_64.x86_64 2:387.34-1.fc27\n"
+        "nvidia-driver.x86_64                      2:387.34-1.fc27\n"
+    )
+    assert packages.detect_packages(text)
+    assert packages.parse_packages(text).driver.version == "387.34"
+    with_repo = "xorg-x11-drv-nvidia.x86_64   3:550.78-1.fc40   @rpmfusion-nonfree-updates\n"
+    assert packages.parse_packages(with_repo).driver.version == "550.78"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "akmod-nvidia.x86_64   2:387.34-1.fc27\n",  # the module's builder, not the driver
+        "nvidia-driver-cuda.x86_64   2:387.34-1.fc27\n",  # a part, not the driver package
+        "nvidia-driver.x86_64 is what I installed, 387.34\n",  # prose
+        "nvidia-driver.x86_64\n",  # the version wrapped onto the next line
+    ],
+)
+def test_dnf_lines_that_are_not_the_driver_package_give_nothing(text: str) -> None:
+    assert not packages.detect_packages(text)
+    assert packages.parse_packages(text).driver.version is None
+
+
+@pytest.mark.parametrize(
+    ("text", "client", "module"),
+    [
+        (  # the older wording, dmesg's continuation lines (negativo17/nvidia-driver#43)
+            "NVRM: API mismatch: the client has the version 390.25, but\n"
+            "NVRM: this kernel module has the version 390.12.  Please\n"
+            "NVRM: make sure that this kernel module and all NVIDIA driver\n"
+            "NVRM: components have the same version.\n",
+            "390.25",
+            "390.12",
+        ),
+        (  # the newer wording names the client (NVIDIA/open-gpu-kernel-modules#829)
+            "Apr 19 12:34:42 Kyrios kernel: NVRM: API mismatch: the client 'nvidia-powerd'"
+            " (pid 849)\n"
+            + " " * 31
+            + "NVRM: has the version 570.133.07, but this kernel module has\n"
+            + " " * 31
+            + "NVRM: the version 575.51.02.  Please make sure that this\n",
+            "570.133.07",
+            "575.51.02",
+        ),
+        (  # syslog writes the line breaks as #012 (stackhpc/ansible-slurm-appliance#287)
+            "Jun 30 11:07:05 gpu-0 kernel: NVRM: API mismatch: the client has the version"
+            " 535.54.03, but#012NVRM: this kernel module has the version 530.30.02.  Please#012",
+            "535.54.03",
+            "530.30.02",
+        ),
+    ],
+)
+def test_the_kernels_api_mismatch_gives_both_versions(
+    tmp_path: Path, text: str, client: str, module: str
+) -> None:
+    driver = _facts(tmp_path, text)["driver"]
+    assert (driver["version"], driver["kernel_module_version"]) == (client, module)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "NVRM: API mismatch: the client 'Xorg' (pid 812)\n",  # cut before the versions
+        "NVRM: API mismatch: the client has the version 390.25, but\n",  # the module's is cut
+        "I saw an API mismatch: the client has the version 390.25, but this kernel module has"
+        " the version 390.12.\n",  # quoted in prose without the kernel's prefix
+    ],
+)
+def test_an_api_mismatch_without_both_versions_gives_neither(text: str) -> None:
+    assert not kernel.detect_api_mismatch(text)
+    facts = kernel.parse_api_mismatch(text)
+    assert (facts.driver.version, facts.driver.kernel_module_version) == (None, None)
+
+
+@pytest.mark.parametrize(
+    ("name", "cc"),
+    [
+        ("Tesla K80", "3.7"),
+        ("Quadro M1000M", "5.0"),
+        ("Quadro M2000M", "5.0"),
+        ("Quadro M1200", "5.0"),
+        ("Quadro M5500M", None),  # NVIDIA's list has it at 5.2, not with the other mobile parts
+        ("Quadro M2000", None),  # the desktop part is 5.2
+    ],
+)
+def test_legacy_gpus_in_the_catalogue(name: str, cc: str | None) -> None:
+    model = gpus.lookup(name)
+    assert (model.compute_capability if model else None) == cc

@@ -58,6 +58,7 @@ ANCHORS = (
     b"symbol: _Z",
     b"ncclMaxSharedMem",
     b"not compiled with any CUDA arch",
+    b"/usr/lib/wsl/",
 )
 # Lines worth handing to the fact parsers: they name drivers, GPUs, versions and images (and
 # ggml_cuda_init's "found N CUDA devices", which its device-line parser needs).

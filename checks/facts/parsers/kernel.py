@@ -18,6 +18,19 @@ _NVRM = re.compile(
 # The banner is about 120 characters; a longer line is not one, and skipping it keeps the lazy
 # ".*?Kernel Module" from rescanning a long line once per "NVRM" in it.
 _NVRM_LINE_MAX = 1024
+# The kernel's refusal of a userspace driver of another version, over several "NVRM: " lines:
+# "NVRM: API mismatch: the client has the version 390.25, but / NVRM: this kernel module has the
+# version 390.12." (older), "NVRM: API mismatch: the client 'kwin_wayland' (pid 1005) / NVRM: has
+# the version 595.84, but this kernel module has / NVRM: the version 595.80." (newer). Read from
+# a bounded window after the first "API mismatch", its "NVRM:" prefixes and line breaks (syslog
+# writes them as "#012") removed.
+_MISMATCH_START = "NVRM: API mismatch: the client"
+_MISMATCH_WINDOW = 600
+_MISMATCH = re.compile(
+    r"^NVRM: API mismatch: the client(?: '[^']{0,255}')?(?: \(pid \d{1,10}\))?"
+    r" has the version (?P<client>\d{2,4}\.\d{1,3}(?:\.\d{1,3})?),"
+    r" but this kernel module has the version (?P<module>\d{2,4}\.\d{1,3}(?:\.\d{1,3})?)\."
+)
 _PROC_MODULE = re.compile(r"^(\w+) \d+ \d+ \S+ (?:Live|Loading|Unloading)\b", re.MULTILINE)
 _LSMOD_HEADER = re.compile(r"^Module\s+Size\s+Used by\s*$", re.MULTILINE)
 _LSMOD_LINE = re.compile(r"^(\w+)\s+\d+\s+\d+(?:\s+\S+)?\s*$")
@@ -81,6 +94,26 @@ def parse_proc_version(text: str) -> HostFacts:
         facts.driver.kernel_module_version = match.group("version")
         open_module = match.group("kind").startswith("Open")
         facts.driver.kernel_module_flavour = "open" if open_module else "proprietary"
+    return facts
+
+
+def _api_mismatch(text: str) -> re.Match[str] | None:
+    start = text.find(_MISMATCH_START)
+    if start < 0:
+        return None
+    window = text[start : start + _MISMATCH_WINDOW].replace("#012", " ")  # syslog's line breaks
+    words = window.split()
+    joined = "NVRM: " + " ".join(w for w in words if w != "NVRM:")
+    return _MISMATCH.match(joined)
+
+
+def parse_api_mismatch(text: str) -> HostFacts:
+    """The kernel's "API mismatch" message: the userspace driver's version and the module's."""
+    facts = HostFacts()
+    match = _api_mismatch(text)
+    if match is not None:
+        facts.driver.version = match.group("client")
+        facts.driver.kernel_module_version = match.group("module")
     return facts
 
 
@@ -158,6 +191,10 @@ def detect_proc_version(text: str) -> bool:
     return _nvrm(text) is not None
 
 
+def detect_api_mismatch(text: str) -> bool:
+    return _api_mismatch(text) is not None
+
+
 def detect_modules(text: str) -> bool:
     return _LSMOD_HEADER.search(text) is not None or len(_PROC_MODULE.findall(text)) >= 2
 
@@ -172,6 +209,7 @@ def detect_secure_boot(text: str) -> bool:
 
 FORMATS = [
     Format("nvidia-proc-version", detect_proc_version, parse_proc_version),
+    Format("nvrm-api-mismatch", detect_api_mismatch, parse_api_mismatch),
     Format("lsmod", detect_modules, parse_modules),
     Format("modinfo-nvidia", detect_modinfo, parse_modinfo),
     Format("mokutil-sb-state", detect_secure_boot, parse_secure_boot),

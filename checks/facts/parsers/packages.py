@@ -1,8 +1,9 @@
-"""Installed Debian packages (`dpkg -l`, `apt list --installed`): the driver and the toolkit.
+"""Installed packages (`dpkg -l`, `apt list --installed`, `dnf list installed`): driver, toolkit.
 
 The driver package carries the userspace driver's version (nvidia-384 384.81-0ubuntu1,
-nvidia-driver-535 535.183.01-0ubuntu1); nvidia-container-toolkit the Container Toolkit's.
-Only installed packages count: dpkg's "ii", apt's "[installed...]".
+nvidia-driver-535 535.183.01-0ubuntu1, Fedora's nvidia-driver.x86_64 2:387.34-1.fc27);
+nvidia-container-toolkit the Container Toolkit's. Only installed packages count: dpkg's "ii",
+apt's "[installed...]", the lines `dnf list installed` (or `yum`) prints.
 """
 
 from __future__ import annotations
@@ -17,22 +18,37 @@ _DPKG = re.compile(r"^ii[ \t]+([a-z0-9][\w.+-]*?)(?::[\w-]+)?[ \t]+(\S+)[ \t]+\S
 _APT = re.compile(
     r"^([a-z0-9][\w.+-]*)/\S+[ \t]+(\S+)[ \t]+\S+[ \t]+\[installed[\],]", re.MULTILINE
 )
+# `dnf list installed "*nvidia*"`: "nvidia-driver.x86_64   2:387.34-1.fc27" and the repository
+# (a third column, which a paste may lack). The name is the shortest one before ".<architecture>"
+# and a blank, so "kmod-nvidia-4.14.5-300.fc27.x86_64.x86_64" keeps its kernel's "x86_64".
+_DNF = re.compile(
+    r"^([a-z0-9][\w.+-]*?)\.(?:x86_64|aarch64|ppc64le|i686|noarch)"
+    r"[ \t]+(\d\S*)(?:[ \t]+@?\S+)?[ \t]*$",
+    re.MULTILINE,
+)
 _DRIVER_PACKAGE = re.compile(
     r"nvidia-(?:driver-)?\d{3}(?:-open|-server|-server-open)?|libnvidia-compute-\d{3}(?:-server)?"
 )
+# Unnumbered packages whose version is the userspace driver's: nvidia-driver (negativo17's and
+# NVIDIA's CUDA repository's RPM, Debian's metapackage), RPM Fusion's xorg-x11-drv-nvidia.
+_RPM_DRIVER_PACKAGE = re.compile(r"nvidia-driver|xorg-x11-drv-nvidia")
 _DRIVER_VERSION = re.compile(r"(?:\d+:)?(\d{3}\.\d{1,3}(?:\.\d{1,3})?)(?![\d.])")
 _TOOLKIT_VERSION = re.compile(r"(?:\d+:)?(\d+\.\d+\.\d+)")
 
 
 def _installed(text: str) -> list[tuple[str, str]]:
-    return _DPKG.findall(text) + _APT.findall(text)
+    return _DPKG.findall(text) + _APT.findall(text) + _DNF.findall(text)
+
+
+def _driver_package(name: str) -> bool:
+    return bool(_DRIVER_PACKAGE.fullmatch(name) or _RPM_DRIVER_PACKAGE.fullmatch(name))
 
 
 def parse_packages(text: str) -> HostFacts:
     """The driver's version from its package, and the Container Toolkit's."""
     facts = HostFacts()
     for name, version in _installed(text):
-        if _DRIVER_PACKAGE.fullmatch(name) and facts.driver.version is None:
+        if _driver_package(name) and facts.driver.version is None:
             driver = _DRIVER_VERSION.match(version)
             facts.driver.version = driver.group(1) if driver else None
         elif name == "nvidia-container-toolkit" and facts.containers.toolkit_version is None:
@@ -43,12 +59,11 @@ def parse_packages(text: str) -> HostFacts:
 
 def detect_packages(text: str) -> bool:
     return any(
-        _DRIVER_PACKAGE.fullmatch(name) or name == "nvidia-container-toolkit"
-        for name, _ in _installed(text)
+        _driver_package(name) or name == "nvidia-container-toolkit" for name, _ in _installed(text)
     )
 
 
-FORMATS = [Format("dpkg -l / apt list", detect_packages, parse_packages)]
+FORMATS = [Format("dpkg -l / apt list / dnf list", detect_packages, parse_packages)]
 
 # No probe: the driver and toolkit probes ask the tools themselves.
 PROBES: list[Probe] = []
