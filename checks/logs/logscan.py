@@ -58,6 +58,7 @@ ANCHORS = (
     b"symbol: _Z",
     b"ncclMaxSharedMem",
     b"not compiled with any CUDA arch",
+    b"API mismatch",
     b"/usr/lib/wsl/",
 )
 # Lines worth handing to the fact parsers: they name drivers, GPUs, versions and images (and
