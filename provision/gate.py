@@ -214,7 +214,8 @@ def judge_services(gate: HostGate, stack: Stack, found: ServiceFacts) -> None:
     known = set(gate.findings)  # profile_findings judged these profiles without the host's reads
     gate.findings += [f for f in service_findings(facts, servers, []) if f not in known]
     claims: list[vram.VllmClaim | vram.LlamaClaim] = [
-        vram.VllmClaim(r.unit, r.gpus, r.gpu_memory_utilization) for r in stack.vllm.replicas
+        vram.VllmClaim(r.unit, r.gpus, r.gpu_memory_utilization, vllm_group(r.swap_group))
+        for r in stack.vllm.replicas
     ]
     if gate.plan is not None and gate.plan.cuda:
         for p, server in zip(stack.profiles, servers, strict=True):
@@ -227,6 +228,12 @@ def judge_services(gate: HostGate, stack: Stack, found: ServiceFacts) -> None:
         if not gate.budget.fits:
             gate.problems.append("the services do not fit in GPU memory (see the VRAM table)")
     gate.findings = engine.ordered(gate.findings)
+
+
+def vllm_group(name: str) -> str:
+    """A vLLM swap group's name in the VRAM budget: its members conflict with one another only,
+    never with a llama.cpp profile of a group of the same name."""
+    return f"{name} (vLLM)" if name else ""
 
 
 def lint(facts: HostFacts, stack: Stack, image: str, found: ServiceFacts) -> list[Finding]:

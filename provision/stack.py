@@ -134,10 +134,19 @@ def from_data(data: Mapping[str, Any]) -> Stack:
 
 
 def _unique_ports(stack: Stack) -> None:
-    """Every server of the host listens on its own port."""
+    """Every server of the host listens on its own port, an on-demand one's backend port too."""
     used: dict[int, str] = {}
     claims = [(p.port, f"llama_server_profiles ({p.name})") for p in stack.profiles]
     claims += [(r.port, f"vllm_replicas ({r.name})") for r in stack.vllm.replicas]
+    claims += [
+        (s.backend_port, f"{kind} ({s.name}).backend_port")
+        for kind, servers in (
+            ("llama_server_profiles", stack.profiles),
+            ("vllm_replicas", stack.vllm.replicas),
+        )
+        for s in servers
+        if s.on_demand
+    ]
     if stack.balancer.enabled:
         claims.append((stack.balancer.listen, "nginx_lb_listen"))
     for port, owner in claims:

@@ -40,7 +40,10 @@ def managed(stack: Stack) -> list[Service]:
         Service(p.name, p.unit, "llama", socket=p.socket_unit if p.on_demand else "")
         for p in stack.profiles
     ]
-    out += [Service(r.name, r.unit, "vllm", r.container) for r in stack.vllm.replicas]
+    out += [
+        Service(r.name, r.unit, "vllm", r.container, r.socket_unit if r.on_demand else "")
+        for r in stack.vllm.replicas
+    ]
     if stack.balancer.enabled:
         out.append(Service("balancer", NGINX_UNIT, "balancer"))
     if stack.canary.enabled and (stack.profiles or stack.vllm.replicas):

@@ -10,7 +10,7 @@ import hashlib
 import posixpath
 import re
 import shlex
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from io import StringIO
 from typing import Any
 
@@ -21,6 +21,8 @@ from pyinfra.facts.files import Directory, File, FindFiles, Sha1File
 from pyinfra.facts.server import Command
 from pyinfra.operations import files, server, systemd
 
+from provision import templates
+from provision.settings import residency
 from provision.settings.read import NAME
 
 UNITS = "/etc/systemd/system"
@@ -169,3 +171,33 @@ def socket_proxyd() -> str:
         if host.get_fact(File, path=path):
             return path
     return "/usr/lib/systemd/systemd-socket-proxyd"
+
+
+def on_demand_variables(
+    unit: str, what: str, service: Mapping[str, Any], proxyd: str
+) -> dict[str, Any]:
+    """What the socket and proxy templates (llama_server's, for both roles) take for the
+    on-demand server `unit`: `service` is its settings (an asdict() form), `what` names it."""
+    host, port = residency.listen(service)
+    return {
+        "service": dict(service),
+        "service_unit": unit.removesuffix(".service"),
+        "service_what": what,
+        "backend": f"{host}:{port}",
+        "socket_proxyd": proxyd,
+    }
+
+
+def socket_units(variables: Mapping[str, Any]) -> tuple[Any, Any]:
+    """An on-demand server's proxy and socket units (`on_demand_variables`): their operations."""
+    base = variables["service_unit"]
+    out = []
+    for name, template in (
+        (f"{base}-proxy.service", "llama-server-proxy.service.j2"),
+        (f"{base}.socket", "llama-server.socket.j2"),
+    ):
+        text = templates.render("llama_server", template, **variables)
+        out.append(
+            files.put(name=f"Unit {name}", src=StringIO(text), dest=f"{UNITS}/{name}", mode="644")
+        )
+    return out[0], out[1]

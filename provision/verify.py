@@ -27,7 +27,7 @@ from checks.logs import explain, logscan
 from checks.logs.explain import Diagnosis
 from provision import envsecrets, host_shell, templates
 from provision.hostplan import HostPlan
-from provision.settings import llama_server
+from provision.settings import residency
 
 JOURNAL_LINES = 30
 ROUND_PAUSE = 3.0  # seconds between rounds while a server loads
@@ -108,16 +108,17 @@ def targets(plan: HostPlan) -> list[Target]:
         replicas=[dataclasses.asdict(r) for r in s.vllm.replicas],
         **v,
     )
-    on_demand = {p.unit: p for p in s.profiles if p.on_demand}
+    on_demand = {p.unit: (p.socket_unit, p.host, p.port) for p in s.profiles if p.on_demand}
+    on_demand |= {r.unit: (r.socket_unit, r.host, r.port) for r in s.vllm.replicas if r.on_demand}
     found = []
     for line in table.splitlines():
         if line.strip() and not line.startswith("#"):
             unit, url, model, env_file, kind, *_ = line.split("\t")
             if not s.canary.enabled:  # the probe is the canary's: without it, units only
                 kind = ""
-            profile = on_demand.get(unit)
-            if profile is not None:  # its socket must listen; a request through it wakes it
-                unit, url = profile.socket_unit, llama_server.public_url(profile)
+            socket = on_demand.get(unit)
+            if socket is not None:  # its socket must listen; a request through it wakes it
+                unit, url = socket[0], residency.public_url(socket[1], socket[2])
             found.append(Target(unit, kind, url, model, env_file, startup.get(kind, 0)))
     units = {t.unit for t in found}
     if s.balancer.enabled and "nginx.service" not in units:

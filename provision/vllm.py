@@ -70,7 +70,9 @@ def gpu_args(r: Replica, selection: str) -> list[str]:
 
 
 def run_args(r: Replica, settings: Vllm, image: str) -> list[str]:
-    """The whole foreground `docker run` of one replica (the unit's ExecStart)."""
+    """The whole foreground `docker run` of one replica (the unit's ExecStart). An on-demand
+    replica is published on its loopback backend port: its socket owns the public one."""
+    host, port = ("127.0.0.1", r.backend_port) if r.on_demand else (r.host, r.port)
     args = [
         settings.engine,
         "run",
@@ -85,7 +87,7 @@ def run_args(r: Replica, settings: Vllm, image: str) -> list[str]:
         "--shm-size",
         r.shm_size,
         "-p",
-        f"{_publish_host(r.host)}:{r.port}:{CONTAINER_PORT}",
+        f"{_publish_host(host)}:{port}:{CONTAINER_PORT}",
         "-v",
         f"{settings.model_cache}:{HF_CACHE}",
     ]

@@ -74,6 +74,7 @@ class VllmClaim:
     service: str
     gpus: tuple[int, ...]
     fraction: float
+    group: str = ""  # a swap group: its members run one at a time
 
 
 @dataclass(frozen=True)
@@ -389,7 +390,7 @@ def budget(gpus: Sequence[Gpu], claims: Sequence[VllmClaim | LlamaClaim]) -> Bud
     """What `claims` hold on each of `gpus`, and what does not fit or is not known."""
     by_index = {i if g.index is None else g.index: g for i, g in enumerate(gpus)}
     held: dict[int, list[Holder]] = {i: [] for i in by_index}
-    fractions: dict[int, list[tuple[str, float]]] = {i: [] for i in by_index}
+    fractions: dict[int, list[tuple[str, float, str]]] = {i: [] for i in by_index}
     problems: list[str] = []
     for claim in claims:
         wanted = tuple(dict.fromkeys(claim.gpus))
@@ -405,14 +406,14 @@ def budget(gpus: Sequence[Gpu], claims: Sequence[VllmClaim | LlamaClaim]) -> Bud
         for i in present:
             total = by_index[i].memory_total_mib
             if isinstance(claim, VllmClaim):
-                held[i].append(_vllm(claim, total))
-                fractions[i].append((claim.service, claim.fraction))
+                holder = _vllm(claim, total)
+                fractions[i].append((claim.service, claim.fraction, claim.group))
             else:
                 holder = _llama(claim, len(present))
-                if claim.group:
-                    how = f"{holder.how}; swap group {claim.group}: one member at a time"
-                    holder = dataclasses.replace(holder, group=claim.group, how=how)
-                held[i].append(holder)
+            if claim.group:
+                how = f"{holder.how}; swap group {claim.group}: one member at a time"
+                holder = dataclasses.replace(holder, group=claim.group, how=how)
+            held[i].append(holder)
     rows = tuple(
         GpuRow(i, by_index[i].name or "?", by_index[i].memory_total_mib, tuple(held[i]))
         for i in sorted(by_index)
@@ -422,13 +423,26 @@ def budget(gpus: Sequence[Gpu], claims: Sequence[VllmClaim | LlamaClaim]) -> Bud
     return Budget(rows, problems)
 
 
-def _row_problems(row: GpuRow, fractions: list[tuple[str, float]]) -> list[str]:
+def _fraction_sum(fractions: list[tuple[str, float, str]]) -> float:
+    """The vLLM fractions that can hold a GPU at once: of a swap group, the largest."""
+    alone = sum(f for _, f, group in fractions if not group)
+    largest: dict[str, float] = {}
+    for _, f, group in fractions:
+        if group:
+            largest[group] = max(largest.get(group, 0.0), f)
+    return alone + sum(largest.values())
+
+
+def _row_problems(row: GpuRow, fractions: list[tuple[str, float, str]]) -> list[str]:
     where = f"GPU {row.index} ({row.name})"
     problems = []
-    if sum(f for _, f in fractions) > 1.0 + _EPSILON:
-        parts = ", ".join(f"{s} {f:g}" for s, f in fractions)
+    total = _fraction_sum(fractions)
+    if total > 1.0 + _EPSILON:
+        parts = ", ".join(
+            f"{s} {f:g}" + (f" (swap group {group})" if group else "") for s, f, group in fractions
+        )
         problems.append(
-            f"{where}: vLLM fractions sum to {sum(f for _, f in fractions):.2f} > 1.0 ({parts});"
+            f"{where}: vLLM fractions sum to {total:.2f} > 1.0 ({parts});"
             " vLLM refuses to start without that much free memory"
         )
     if row.over and row.total_mib is not None:

@@ -60,7 +60,7 @@ def test_only_the_cdi_refresh_units_status_says_its_state() -> None:
     """`systemctl status` of another unit (nvidia-persistenced, as pasted in issues) sets
     nothing; the refresh unit's own status does, however its title line is worded."""
     other = (
-        "× nvidia-persistenced.service - NVIDIA Persistence Daemon\n"
+        "\u00d7 nvidia-persistenced.service - NVIDIA Persistence Daemon\n"
         "     Loaded: loaded (/lib/systemd/system/nvidia-persistenced.service; static)\n"
         "     Active: failed (Result: exit-code) since Tue 2024-01-09 10:11:12 UTC; 1min ago\n"
     )

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from provision import stack, templates, vram
+from provision import stack, templates, units, vram
 from provision.settings.read import StackError
 from tests.test_quoting import needs_verify, verify
 
@@ -32,10 +32,17 @@ def _render(name: str, profiles: tuple[dict[str, Any], ...], index: int, **setti
     s = stack.from_data(data)
     p = s.profiles[index]
     peers = [q.name for q in s.profiles if q.swap_group and q.swap_group == p.swap_group]
+    profile = dataclasses.asdict(p)
+    if name != "llama-server.service.j2":  # the socket and proxy: as the role renders them
+        return templates.render(
+            "llama_server",
+            name,
+            **units.on_demand_variables(p.unit, "llama.cpp server", profile, PROXYD),
+        )
     return templates.render(
         "llama_server",
         name,
-        profile=dataclasses.asdict(p),
+        profile=profile,
         **stack.variables(data),
         systemd_version=252,
         nvidia_persistenced=False,

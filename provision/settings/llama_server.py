@@ -10,11 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from checks.services.llama_server_help import MLOCK_ENV
-from provision.settings import read
+from provision.settings import read, residency
 from provision.settings.read import StackError
 
-RESIDENCY = ("resident", "on_demand")
-BACKEND_OFFSET = 10000  # an on-demand server listens on port + this, unless backend_port is set
 CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 FLASH_ATTN = ("on", "off", "auto")
 LAYERS = ("auto", "all")
@@ -88,18 +86,8 @@ def profiles(v: Mapping[str, Any]) -> tuple[Profile, ...]:
             if value in seen:
                 raise StackError(f"llama_server_profiles[{i}].{attr}", f"duplicate {value!r}")
             seen.add(value)
-    ports = {p.port for p in found}
-    for i, p in enumerate(found):
-        if p.on_demand and (p.backend_port in ports or p.backend_port in _backends(found, i)):
-            raise StackError(
-                f"llama_server_profiles[{i}].backend_port",
-                f"{p.backend_port} is another profile's port: set backend_port to a free one",
-            )
+    residency.check_ports(found, "llama_server_profiles", "profile")
     return tuple(found)
-
-
-def _backends(found: list[Profile], before: int) -> set[int]:
-    return {p.backend_port for p in found[:before] if p.on_demand}
 
 
 def _profile(where: str, v: Mapping[str, Any]) -> Profile:
@@ -122,23 +110,6 @@ def _profile(where: str, v: Mapping[str, Any]) -> Profile:
             raise StackError(f"{where}.{key}", f"one of {', '.join(CACHE_TYPES)}")
     api_key_env = read.env_name(v, "api_key_env", where)
     port = read.integer(v, "port", 1, 65535, where)
-    group = read.name(v, "swap_group", where) if v.get("swap_group") else ""
-    residency = str(v.get("residency") or "resident")
-    if residency not in RESIDENCY:
-        raise StackError(f"{where}.residency", f"one of {', '.join(RESIDENCY)}, got {residency!r}")
-    if group:
-        residency = "on_demand"  # a swap group's members run on demand, one at a time
-    backend = 0
-    if residency == "on_demand":
-        backend = (
-            read.integer(v, "backend_port", 1, 65535, where)
-            if v.get("backend_port")
-            else port + BACKEND_OFFSET
-        )
-        if backend > 65535:
-            raise StackError(
-                f"{where}.backend_port", f"port {port} + {BACKEND_OFFSET} is past 65535: set it"
-            )
     return Profile(
         name=name,
         model=read.absolute(v, "model", where),
@@ -155,13 +126,8 @@ def _profile(where: str, v: Mapping[str, Any]) -> Profile:
         threads=read.integer(v, "threads", 0, 4096, where) if "threads" in v else 0,
         api_key_env=api_key_env,
         extra_args=read.strings(v, "extra_args", where) if "extra_args" in v else (),
-        residency=residency,
-        idle_seconds=(
-            read.integer(v, "idle_seconds", 1, 7 * 86400, where) if "idle_seconds" in v else 600
-        ),
-        swap_group=group,
-        backend_port=backend,
         metrics=read.boolean(v, "metrics", where) if "metrics" in v else False,
+        **residency.parse(v, where, port).fields(),
     )
 
 
@@ -196,17 +162,7 @@ def args(profile: Mapping[str, Any]) -> list[str]:
 def listen(profile: Mapping[str, Any]) -> tuple[str, int]:
     """Where llama-server itself listens: the profile's host and port, or for an on-demand
     profile the loopback backend port that systemd-socket-proxyd forwards to."""
-    if profile.get("residency") == "on_demand" or profile.get("swap_group"):
-        backend = int(profile.get("backend_port") or 0) or int(profile["port"]) + BACKEND_OFFSET
-        return "127.0.0.1", backend
-    return str(profile["host"]), int(profile["port"])
-
-
-def public_url(profile: Profile) -> str:
-    """The URL clients use (an on-demand profile's socket): a wildcard host on loopback."""
-    host = profile.host
-    local = "127.0.0.1" if host in ("0.0.0.0", "::", "") else f"[{host}]" if ":" in host else host
-    return f"http://{local}:{profile.port}"
+    return residency.listen(profile)
 
 
 def env(profile: Mapping[str, Any]) -> list[list[str]]:

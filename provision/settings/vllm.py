@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from provision import role_table
-from provision.settings import read
+from provision.settings import read, residency
 from provision.settings.read import StackError
 
 REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9._-]+")
@@ -46,10 +46,29 @@ class Replica:
     api_key_env: str = ""
     env: tuple[tuple[str, str], ...] = ()
     extra_args: tuple[str, ...] = ()
+    # resident: always running. on_demand: systemd owns `port` (a .socket unit) and starts the
+    # replica on the first connection; it stops after idle_seconds without one. A swap_group's
+    # members are on demand, and at most one of them runs (provision/settings/residency.py).
+    residency: str = "resident"
+    idle_seconds: int = 600
+    swap_group: str = ""
+    backend_port: int = 0  # where an on-demand replica's container is published (loopback)
 
     @property
     def unit(self) -> str:
         return f"gpuprov-vllm-{self.name}.service"
+
+    @property
+    def on_demand(self) -> bool:
+        return self.residency == "on_demand"
+
+    @property
+    def socket_unit(self) -> str:
+        return f"gpuprov-vllm-{self.name}.socket"
+
+    @property
+    def proxy_unit(self) -> str:
+        return f"gpuprov-vllm-{self.name}-proxy.service"
 
     @property
     def container(self) -> str:
@@ -76,6 +95,7 @@ class Vllm:
     model_cache: str = "/var/cache/gpuprov/huggingface"
     config_dir: str = "/etc/gpuprov/vllm"
     startup: int = 900  # seconds a replica may take to answer after a start
+    wait_ready: str = "/usr/local/lib/gpuprov/gpuprov-wait-ready.py"  # on-demand readiness wait
     replicas: tuple[Replica, ...] = ()
 
 
@@ -97,6 +117,7 @@ def parse(v: Mapping[str, Any]) -> Vllm:
         model_cache=read.absolute(v, "vllm_model_cache"),
         config_dir=read.absolute(v, "vllm_config_dir"),
         startup=read.integer(v, "vllm_startup_seconds", 1, 86400),
+        wait_ready=read.absolute(v, "vllm_wait_ready"),
         replicas=_replicas(v.get("vllm_replicas"), v.get("vllm_defaults") or {}),
     )
 
@@ -119,6 +140,7 @@ def _replicas(raw: Any, base: Any) -> tuple[Replica, ...]:
         if r.name in seen:
             raise StackError(f"vllm_replicas[{i}].name", f"duplicate {r.name!r}")
         seen.add(r.name)
+    residency.check_ports(replicas, "vllm_replicas", "replica")
     return tuple(replicas)
 
 
@@ -159,10 +181,11 @@ def replica(where: str, v: Mapping[str, Any]) -> Replica:
     if not isinstance(spec, Mapping):
         raise StackError(f"{where}.speculative_config", "a mapping, e.g. {method: mtp, ...}")
     served = read.text(v, "served_model_name", where, empty=True)
+    port = read.integer(v, "port", 1, 65535, where)
     return Replica(
         name=read.name(v, "name", where),
         model=model,
-        port=read.integer(v, "port", 1, 65535, where),
+        port=port,
         gpus=tuple(gpus),
         host=host,
         served_model_name=served,
@@ -181,6 +204,7 @@ def replica(where: str, v: Mapping[str, Any]) -> Replica:
         api_key_env=read.env_name(v, "api_key_env", where),
         env=_env(v, where),
         extra_args=read.strings(v, "extra_args", where),
+        **residency.parse(v, where, port).fields(),
     )
 
 

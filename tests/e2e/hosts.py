@@ -14,9 +14,22 @@ from typing import Any
 
 from provision import lock
 from provision.testhost import hosts
-from tests.support import tiny_gguf
+from tests.support import standins, tiny_gguf
 
 ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures"
+GPUS_580 = FIXTURES / "standin" / "gpus" / "dual_rtx3090_580.json"
+GPUS_570 = FIXTURES / "standin" / "gpus" / "dual_rtx3090_570.json"
+DOCKER_INFO = FIXTURES / "real" / "docker_info_json__llamaland_fedora41_nvidia-runtime-cdi.json"
+IMAGES = sorted((FIXTURES / "images").glob("*.json"))
+# What every vLLM test host's inventory sets: the stand-in docker, the release whose published
+# environment the image catalog holds, and no toolkit install (NVIDIA's repository is out of
+# reach here; the recorded `docker info` already lists the nvidia runtime).
+VLLM_BASE = {
+    "vllm_engine": "/usr/local/bin/docker",
+    "vllm_version": "v0.23.0",
+    "nvidia_container_toolkit_install": False,
+}
 GPUPROV = [str(Path(sys.executable).parent / "gpuprov")]
 
 
@@ -157,3 +170,11 @@ def llama_host(make: Callable[[str], hosts.TestHost], name: str, folder: Path) -
 def vendored_source(sdist: Path) -> dict[str, str]:
     """Inventory settings that build the llama.cpp vendored in the llama-cpp-python sdist."""
     return {"llama_cpp_tarball": str(sdist), "llama_cpp_tarball_subdir": "vendor/llama.cpp"}
+
+
+def vllm_host(make: Callable[[str], hosts.TestHost], name: str) -> Host:
+    """Test host `name` with the stand-ins (tests/support/standins.py): `docker` serving the
+    image catalog, `nvidia-smi` answering for two RTX 3090s on driver 580."""
+    record = make(name)
+    standins.install(record, gpus=GPUS_580, images=IMAGES, docker_info=DOCKER_INFO)
+    return Host(record)

@@ -21,8 +21,12 @@ import pytest
 from provision import lock
 from provision.testhost import hosts
 from tests.e2e.hosts import (
+    DOCKER_INFO,
     GPUPROV,
+    GPUS_580,
+    IMAGES,
     ROOT,
+    VLLM_BASE,
     Host,
     Inventory,
     apply,
@@ -32,7 +36,7 @@ from tests.e2e.hosts import (
     put_tiny_model,
 )
 from tests.e2e.test_apply_llama import MODEL
-from tests.e2e.test_apply_vllm import DOCKER_INFO, GPUS_580, IMAGES, REPLICA
+from tests.e2e.test_apply_vllm import REPLICA
 from tests.support import standins
 
 pytestmark = pytest.mark.e2e
@@ -155,11 +159,9 @@ def test_a_user_without_sudo_gets_one_error_and_nothing_changes(
 def test_vllm_stack_converges_as_a_sudo_user(host: Host, llama: Inventory) -> None:
     standins.install(host.record, gpus=GPUS_580, images=IMAGES, docker_info=DOCKER_INFO)
     vllm = {
+        **VLLM_BASE,
         "llama_server_profiles": [],
-        "vllm_engine": "/usr/local/bin/docker",
-        "vllm_version": "v0.23.0",
         "vllm_replicas": [{**REPLICA, "name": "qwen-1", "port": 8500, "gpus": [0]}],
-        "nvidia_container_toolkit_install": False,
     }
     code, report, stderr = apply(llama, **vllm)
     assert code == 0, stderr

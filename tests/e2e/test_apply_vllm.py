@@ -22,16 +22,23 @@ from typing import Any
 import pytest
 
 from provision.testhost import hosts
-from tests.e2e.hosts import ROOT, Host, Inventory, apply, gpuprov, host_report, wait_for
+from tests.e2e.hosts import (
+    GPUS_570,
+    GPUS_580,
+    ROOT,
+    VLLM_BASE,
+    Host,
+    Inventory,
+    apply,
+    gpuprov,
+    host_report,
+    vllm_host,
+    wait_for,
+)
 from tests.support import ansible_play, standins
 
 pytestmark = pytest.mark.e2e
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-GPUS_580 = FIXTURES / "standin" / "gpus" / "dual_rtx3090_580.json"
-GPUS_570 = FIXTURES / "standin" / "gpus" / "dual_rtx3090_570.json"
-DOCKER_INFO = FIXTURES / "real" / "docker_info_json__llamaland_fedora41_nvidia-runtime-cdi.json"
-IMAGES = sorted((FIXTURES / "images").glob("*.json"))
 IMAGE_CUDA13 = "vllm/vllm-openai:v0.23.0"
 HF_TOKEN = "hf_e2e-token-never-in-argv"
 API_KEY = "e2e-api-key"
@@ -48,25 +55,19 @@ REPLICA = {
 
 @pytest.fixture(scope="module")
 def host(testhost_factory: Callable[[str], hosts.TestHost]) -> Host:
-    record = testhost_factory("e2e-vllm")
-    standins.install(record, gpus=GPUS_580, images=IMAGES, docker_info=DOCKER_INFO)
-    return Host(record)
+    return vllm_host(testhost_factory, "e2e-vllm")
 
 
 @pytest.fixture(scope="module")
 def inventory(host: Host, tmp_path_factory: Any) -> Inventory:
     base = {
-        "vllm_engine": "/usr/local/bin/docker",
-        "vllm_version": "v0.23.0",  # the release whose published environment the catalog holds
+        **VLLM_BASE,
         "vllm_replicas": [
             {**REPLICA, "name": "qwen-1", "port": 8500, "gpus": [0]},
             {**REPLICA, "name": "qwen-2", "port": 8501, "gpus": [1]},
         ],
         "nginx_lb_enabled": True,
         "nginx_lb_listen": 8400,
-        # NVIDIA's repository is out of reach here; the recorded `docker info` already lists the
-        # nvidia runtime, so the gate has nothing for the toolkit role to fix.
-        "nvidia_container_toolkit_install": False,
         "canary_interval": 5,
         "canary_timeout": 3,
     }

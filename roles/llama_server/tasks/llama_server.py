@@ -24,8 +24,10 @@ from pyinfra.operations import files, python, server
 from provision import gate, host_shell, servicefacts, stack, templates, units
 from provision.hostplan import HostPlan
 from provision.servicefacts import ServiceFacts
+from provision.settings import residency
 
 FILES = stack.role_path("llama_server", "files")
+WHAT = "llama.cpp server"  # in the descriptions of an on-demand profile's socket and proxy
 
 
 def check_arguments(state: State, host: Host, plan: HostPlan) -> bool:
@@ -93,9 +95,7 @@ def llama_server(plan: HostPlan, binary: OperationMeta | None) -> None:
         env_op = units.put_secret(
             f"EnvironmentFile of {p.name} (0600)", env, f"{config_dir}/{p.name}.env"
         )
-        peers = [
-            q.name for q in on_demand if q.swap_group and q.swap_group == p.swap_group and q != p
-        ]
+        peers = residency.swap_peers(p, on_demand)
         variables = {**v, **facts, **extra, "llama_server_swap_peers": peers}
         unit_op = _unit(
             p.unit,
@@ -106,17 +106,8 @@ def llama_server(plan: HostPlan, binary: OperationMeta | None) -> None:
         if not p.on_demand:
             changed[p.unit] = bool(env_op.changed or unit_op.changed)
             continue
-        proxy_op = _unit(
-            p.proxy_unit,
-            templates.render(
-                "llama_server", "llama-server-proxy.service.j2", profile=profile, **variables
-            ),
-        )
-        socket_op = _unit(
-            p.socket_unit,
-            templates.render(
-                "llama_server", "llama-server.socket.j2", profile=profile, **variables
-            ),
+        proxy_op, socket_op = units.socket_units(
+            units.on_demand_variables(p.unit, WHAT, profile, extra["llama_server_socket_proxyd"])
         )
         demand[p.unit] = bool(env_op.changed or unit_op.changed or proxy_op.changed)
         changed[p.socket_unit] = bool(socket_op.changed)
@@ -141,9 +132,7 @@ def _unit(name: str, text: str) -> Any:
 def remove(plan: HostPlan) -> None:
     """No profile is planned any more (vLLM replicas serve instead): stop and remove every
     llama-server unit and EnvironmentFile an earlier apply installed."""
-    units.converge(
-        {}, "gpuprov-llama-*.service", "profile", plan.variables["llama_server_config_dir"]
-    )
+    units.converge({}, "gpuprov-llama-*", "profile", plan.variables["llama_server_config_dir"])
 
 
 @deploy("llama.cpp servers uninstalled")

@@ -4,7 +4,9 @@ One unit per replica, each running its container in the foreground so systemd su
 image is pulled (with docker's progress) only when missing, then checked against the driver before
 any unit starts: a container that would die with "unsatisfied condition" or Error 804 never runs.
 A replica restarts only when its unit or EnvironmentFile changed; replicas no longer in the
-inventory are stopped and removed, with their EnvironmentFiles.
+inventory are stopped and removed, with their EnvironmentFiles. An on-demand replica gets a
+socket and a proxy unit too (llama_server's templates, as its on-demand profiles do) and is never
+started here: the first connection starts it.
 """
 
 from __future__ import annotations
@@ -19,8 +21,13 @@ from pyinfra.context import host
 from pyinfra.operations import files, python, server
 
 from checks.services import vllm_images
-from provision import host_shell, retry, servicefacts, templates, units
+from provision import host_shell, retry, servicefacts, stack, templates, units
 from provision.hostplan import HostPlan
+from provision.settings import residency
+
+# One readiness wait for both roles' on-demand servers: the llama_server role's file.
+WAIT_READY = stack.role_path("llama_server", "files", "gpuprov-wait-ready.py")
+WHAT = "vLLM replica"  # in the descriptions of an on-demand replica's socket and proxy
 
 
 class PreflightError(RuntimeError):
@@ -47,6 +54,8 @@ def vllm(plan: HostPlan) -> None:
     settings = plan.stack.vllm
     image = plan.gate.image
     changed: dict[str, bool] = {}
+    demand: dict[str, bool] = {}
+    on_demand = [r for r in settings.replicas if r.on_demand]
     if settings.replicas:
         files.directory(name="Replica config folder", path=settings.config_dir, mode="755")
         files.directory(name="Model cache", path=settings.model_cache, mode="755")
@@ -61,6 +70,16 @@ def vllm(plan: HostPlan) -> None:
                 name=f"Check {image} against the driver", function=preflight, plan=plan, image=image
             )
         facts = units.unit_facts()
+        proxyd = ""
+        if on_demand:
+            files.put(
+                name="Install the readiness wait of on-demand replicas",
+                src=str(WAIT_READY),
+                dest=v["vllm_wait_ready"],
+                mode="755",
+                create_remote_dir=True,
+            )
+            proxyd = units.socket_proxyd()
         for r in settings.replicas:
             replica = dataclasses.asdict(r)
             env = templates.render(
@@ -74,12 +93,32 @@ def vllm(plan: HostPlan) -> None:
                 f"EnvironmentFile of {r.name} (0600)", env, f"{settings.config_dir}/{r.name}.env"
             )
             unit = templates.render(
-                "vllm", "vllm.service.j2", replica=replica, image=image, **v, **facts
+                "vllm",
+                "vllm.service.j2",
+                replica=replica,
+                image=image,
+                vllm_swap_peers=residency.swap_peers(r, on_demand),
+                **v,
+                **facts,
             )
             dest = f"{units.UNITS}/{r.unit}"
             unit_op = files.put(name=f"Unit {r.unit}", src=StringIO(unit), dest=dest, mode="644")
-            changed[r.unit] = bool(env_op.changed or unit_op.changed)
-    units.converge(changed, "gpuprov-vllm-*.service", "replica", settings.config_dir)
+            if not r.on_demand:
+                changed[r.unit] = bool(env_op.changed or unit_op.changed)
+                continue
+            proxy_op, socket_op = units.socket_units(
+                units.on_demand_variables(r.unit, WHAT, replica, proxyd)
+            )
+            demand[r.unit] = bool(env_op.changed or unit_op.changed or proxy_op.changed)
+            changed[r.socket_unit] = bool(socket_op.changed)
+    units.converge(
+        changed,
+        "gpuprov-vllm-*",
+        "replica",
+        settings.config_dir,
+        on_demand=demand,
+        proxies={r.proxy_unit for r in on_demand},
+    )
 
 
 @deploy("vLLM replicas removed")
@@ -87,5 +126,5 @@ def uninstall(plan: HostPlan) -> None:
     """`gpuprov uninstall`: every replica's unit and EnvironmentFile (its container is --rm).
     The model cache and the pulled images stay: models are the user's."""
     config_dir = plan.stack.vllm.config_dir
-    units.converge({}, "gpuprov-vllm-*.service", "replica", config_dir)
+    units.converge({}, "gpuprov-vllm-*", "replica", config_dir)
     units.remove_folder(config_dir)
