@@ -258,8 +258,10 @@ def _check_fleet(
     if format_ is not None:
         subjects = [Subject(h.name, "host", h.findings, h.error) for h in shown.hosts]
         ci_output.emit(format_, subjects, "gpuprov check", inventory)
+    elif json_:
+        emit(shown, True)  # anonymised already: a second pass would take host1.. for hostnames
     else:
-        emit(shown, json_, redacted)
+        emit(result, False, redacted)  # the text view anonymises it itself
     failed = engine.reaches(result.findings(), fail_on.value)
     return 1 if failed or (result.unreachable and fail_on.value != "never") else 0
 

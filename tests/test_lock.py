@@ -136,7 +136,9 @@ def test_owner_with_shell_characters(path: Path, tmp_path: Path) -> None:
 # Through pyinfra's local connector, in this process and in a child that is killed.
 
 CHILD = """
-import sys, time
+import signal, sys, time
+# As in a terminal: a run started under nohup would hand SIGHUP's "ignore" down to this child.
+signal.signal(signal.SIGHUP, signal.SIG_DFL)
 from pyinfra.api import Config, Inventory, State
 from provision import lock
 inventory = Inventory(([("@local", {})], {}))

@@ -177,6 +177,28 @@ def same_files(left: Host, right: Host) -> None:
 def nothing_written(host: Host) -> None:
     assert written(host) == {}
     assert host.run("ls /etc/systemd/system | grep -c gpuprov || true").strip() == "0"
+    if host.ok("test -x /usr/local/bin/docker"):  # the stand-in: no image pulled, nothing run
+        calls = standins.calls(host.record)
+        assert not [c for c in calls if c["argv"][:1] in (["pull"], ["run"])]
+
+
+def converge_both(
+    by_gpuprov: Inventory, by_ansible: Inventory, twin: Host, folder: Path, unit: str
+) -> None:
+    """`gpuprov apply` of one inventory; on the twin, ansible-playbook --check --diff (it shows
+    the new `unit` and writes nothing), two real runs (the second changes nothing) and --check
+    again (nothing left to change)."""
+    code, _, stderr = apply(by_gpuprov)
+    assert code == 0, stderr[-4000:]
+    ansible = Ansible(by_ansible, folder)
+    code, out = ansible.run("--check", "--diff")
+    assert code == 0, out[-6000:]
+    assert f"+SyslogIdentifier={unit.removesuffix('.service')}" in out, out[-6000:]  # its diff
+    nothing_written(twin)
+    for args, changes in (((), None), ((), 0), (("--check", "--diff"), 0)):
+        code, out = ansible.run(*args)
+        assert code == 0, out[-6000:]
+        assert changes is None or ansible_play.recap_changed(out) == changes, out[-6000:]
 
 
 # --- llama.cpp -----------------------------------------------------------------------------------
@@ -202,23 +224,7 @@ def test_llama_stack_converges_alike_with_both_engines(
     llama_pair: tuple[Host, Host, Inventory, Inventory], tmp_path: Path
 ) -> None:
     left, right, by_gpuprov, by_ansible = llama_pair
-    code, _, stderr = apply(by_gpuprov)
-    assert code == 0, stderr[-4000:]
-    ansible = Ansible(by_ansible, tmp_path)
-
-    code, out = ansible.run("--check", "--diff")
-    assert code == 0, out[-6000:]
-    assert "llama-server.service" in out or "gpuprov-llama-main.service" in out  # the diff shown
-    nothing_written(right)
-
-    code, out = ansible.run()
-    assert code == 0, out[-6000:]
-    code, out = ansible.run()
-    assert code == 0, out[-6000:]
-    assert ansible_play.recap_changed(out) == 0, out[-6000:]
-    code, out = ansible.run("--check", "--diff")
-    assert code == 0 and ansible_play.recap_changed(out) == 0, out[-6000:]
-
+    converge_both(by_gpuprov, by_ansible, right, tmp_path, "gpuprov-llama-main.service")
     same_files(left, right)
     assert builds(left) == builds(right)
     assert active_units(left) == active_units(right)
@@ -259,20 +265,7 @@ def test_vllm_replicas_converge_alike_with_both_engines(
     vllm_pair: tuple[Host, Host, Inventory, Inventory], tmp_path: Path
 ) -> None:
     left, right, by_gpuprov, by_ansible = vllm_pair
-    code, _, stderr = apply(by_gpuprov)
-    assert code == 0, stderr[-4000:]
-    ansible = Ansible(by_ansible, tmp_path)
-
-    code, out = ansible.run("--check", "--diff")
-    assert code == 0, out[-6000:]
-    nothing_written(right)
-    assert not [c for c in standins.calls(right.record) if c["argv"][:1] in (["pull"], ["run"])]
-
-    code, out = ansible.run()
-    assert code == 0, out[-6000:]
-    code, out = ansible.run()
-    assert code == 0 and ansible_play.recap_changed(out) == 0, out[-6000:]
-
+    converge_both(by_gpuprov, by_ansible, right, tmp_path, "gpuprov-vllm-qwen-1.service")
     same_files(left, right)
     assert active_units(left) == active_units(right)
     runs = [
