@@ -10,6 +10,8 @@ Hyperparameters not printed in a log are the models' published configs (marked "
 
 from __future__ import annotations
 
+from typing import Any
+
 from checks.services.gguf_header import GgufInfo
 from provision.vram import CUDA_CONTEXT_MIB, LlamaClaim, LlamaMemory, llama_memory
 
@@ -17,9 +19,18 @@ GB = 1e9 / 2**20  # MiB per GB
 
 
 def _info(
-    arch: str, layers: int, embd: int, heads: int, kv: int, head_dim: int, **extra: int
+    arch: str,
+    layers: int,
+    embd: int,
+    heads: int,
+    kv: int,
+    head_dim: int,
+    v_dim: int = 0,
+    **extra: int,
 ) -> GgufInfo:
-    fields = (3, arch, layers, 262144, embd, heads, kv, head_dim, head_dim, 0, 0, None, None)
+    """A header; ``v_dim`` is the value length where it differs from the key length."""
+    v_len = v_dim or head_dim
+    fields = (3, arch, layers, 262144, embd, heads, kv, head_dim, v_len, 0, 0, None, None)
     return GgufInfo(*fields, **extra)  # type: ignore[arg-type]
 
 
@@ -43,9 +54,9 @@ CASES = [
         (None, 50.25, None, None),
     ),
     (
-        "qwen2.5-coder-32b 32k q8_0 (#11200, config)",
+        "qwen2.5-coder-32b 32k q8_0, CUDA1 of 2, pipeline parallel (#11200, config)",
         _info("qwen2", 64, 5120, 40, 8, 128, vocab_size=152064),
-        dict(ctx_size=32768, cache_type_k="q8_0", cache_type_v="q8_0", n_ubatch=256),
+        dict(ctx_size=32768, cache_type_k="q8_0", cache_type_v="q8_0", n_ubatch=256, n_gpus=2),
         None,
         (4352.00, 0.0, 237.51, None),
     ),
@@ -120,6 +131,27 @@ CASES = [
         (24.00, 0.0, 25.56, None),
     ),
     (
+        "qwen2.5-coder-32b 32k q8_0, CUDA0 of 2, pipeline parallel (#11200, config)",
+        _info("qwen2", 64, 5120, 40, 8, 128, vocab_size=152064),
+        dict(ctx_size=32768, cache_type_k="q8_0", cache_type_v="q8_0", n_ubatch=256, n_gpus=2),
+        None,
+        (4352.00, 0.0, 233.00, None),
+    ),
+    (
+        "deepseek-r1-671b 8k 4 seqs no-FA, ROCm0 of 8, pipeline parallel (Setonix notes, config)",
+        _info("deepseek2", 61, 7168, 128, 128, 192, 128, vocab_size=129280, kv_lora_rank=512),
+        dict(ctx_size=8192, parallel=4, kv_unified=True, flash_attn="off", n_gpus=8),
+        None,
+        (39040.00, 0.0, 2322.01, None),
+    ),
+    (
+        "command-r-35b 4k no-FA, CUDA0 of 2, pipeline parallel (#6122, config)",
+        _info("command-r", 40, 8192, 64, 64, 128, vocab_size=256000),
+        dict(ctx_size=4096, flash_attn="off", n_gpus=2),
+        None,
+        (5120.00, 0.0, 672.01, None),
+    ),
+    (
         "seed 000 qwen3.5-35b-a3b 262k q8_0 (config)",
         _info(
             "qwen35moe", 40, 2048, 16, 2, 256, ssm_inner_size=4096, vocab_size=248320, **QWEN35_SSM
@@ -162,7 +194,10 @@ def _ratio(estimate: float, logged: float | None) -> str:
 
 def main() -> None:
     for name, model, settings, weights, (kv, rs, compute, total) in CASES:
-        memory = llama_memory(LlamaClaim("m", (0,), model, **settings), model)  # type: ignore[arg-type]
+        claim_settings: dict[str, Any] = dict(settings)  # type: ignore[call-overload]
+        n_gpus = int(claim_settings.pop("n_gpus", 1))
+        claim = LlamaClaim("m", (0,), model, **claim_settings)
+        memory = llama_memory(claim, model, n_gpus)
         if not isinstance(memory, LlamaMemory):
             print(f"{name}: unknown ({memory})")
             continue

@@ -64,6 +64,22 @@ LAYER_HYBRIDS = ("jamba", "granitehybrid", "nemotron_h", "nemotron_h_moe", "lfm2
 feed_forward_length of 0; its MLP layers are neither)."""
 RECURRENT = ("mamba", "mamba2")
 FLASH_OFF = ("off", "0", "false", "disabled", "no")
+SCHED_MAX_COPIES = 4
+"""GGML_SCHED_MAX_COPIES (ggml/src/ggml-backend.cpp): the copies of each input a scheduler with
+pipeline parallelism keeps (``n_copies = parallel ? GGML_SCHED_MAX_COPIES : 1``)."""
+NO_PIPELINE_FLAGS = (
+    "-nkvo",
+    "--no-kv-offload",
+    "-ot",
+    "--override-tensor",
+    "-cmoe",
+    "--cpu-moe",
+    "-ncmoe",
+    "--n-cpu-moe",
+)
+"""Arguments that turn pipeline parallelism off (src/llama-context.cpp: it needs
+cparams.offload_kqv and no tensor overrides; common/arg.cpp's --cpu-moe and --n-cpu-moe add
+tensor overrides)."""
 _EPSILON = 1e-9
 
 
@@ -99,6 +115,7 @@ class LlamaClaim:
     kv_unified: bool = False
     swa_full: bool = False
     group: str = ""  # a swap group: its members run one at a time
+    no_pipeline: bool = False  # --split-mode other than layer, -nkvo or tensor overrides
 
 
 def llama_claim(service: str, server: LlamaServer, model: GgufInfo | None) -> LlamaClaim:
@@ -120,11 +137,22 @@ def llama_claim(service: str, server: LlamaServer, model: GgufInfo | None) -> Ll
         n_ubatch=_ubatch(server.argv),
         kv_unified=auto_slots or _flag(server.argv, "-kvu", "--kv-unified"),
         swa_full=_flag(server.argv, "--swa-full"),
+        no_pipeline=_flag(server.argv, *NO_PIPELINE_FLAGS) or _split_mode(server.argv) != "layer",
     )
 
 
 def _flag(argv: Sequence[str], *names: str) -> bool:
     return any(arg in names for arg in argv)
+
+
+def _split_mode(argv: Sequence[str]) -> str:
+    """--split-mode as llama.cpp reads it (the last one wins); "layer" when absent."""
+    mode = "layer"
+    for i, arg in enumerate(argv):
+        name, eq, inline = arg.partition("=")
+        if name in ("-sm", "--split-mode"):
+            mode = (inline if eq else (argv[i + 1] if i + 1 < len(argv) else "")).lower()
+    return mode
 
 
 def _ubatch(argv: Sequence[str]) -> int:
@@ -154,9 +182,10 @@ class LlamaMemory:
     notes: tuple[str, ...] = ()
 
 
-def llama_memory(claim: LlamaClaim, model: GgufInfo) -> LlamaMemory | str:
-    """The KV cache, recurrent state and compute buffers llama.cpp allocates for `claim`;
-    a reason string when the header does not say enough (unknown is never guessed)."""
+def llama_memory(claim: LlamaClaim, model: GgufInfo, n_gpus: int = 1) -> LlamaMemory | str:
+    """The KV cache, recurrent state and compute buffers llama.cpp allocates for `claim` on
+    `n_gpus` GPUs; a reason string when the header does not say enough (unknown is never
+    guessed)."""
     ctx = claim.ctx_size if claim.ctx_size > 0 else model.context_length
     if not ctx:
         return "ctx_size 0 and no context_length in the header"
@@ -198,14 +227,17 @@ def llama_memory(claim: LlamaClaim, model: GgufInfo) -> LlamaMemory | str:
     rs = _recurrent_bytes(model, recurrent, slots)
     if isinstance(rs, str):
         return rs
+    copies = SCHED_MAX_COPIES if _pipeline(claim, n, n_gpus) else 1
     if model.kv_lora_rank:
         notes.append("MLA: V counted")
+    if copies > 1:
+        notes.append(f"pipeline parallel: {copies} input copies")
     if window and not any(sliding) and not claim.swa_full:
         notes.append("SWA layers unknown: full context")
     max_cells = max(
         (swa_cells if sliding[il] else cells for il in range(n) if kv_heads[il]), default=0
     )
-    compute = _compute_mib(model, claim.n_ubatch, flash, max_cells)
+    compute = _compute_mib(model, claim.n_ubatch, flash, max_cells, copies)
     if compute is None:
         compute = COMPUTE_FALLBACK_MIB
         notes.append("compute: fallback")
@@ -219,6 +251,20 @@ def llama_memory(claim: LlamaClaim, model: GgufInfo) -> LlamaMemory | str:
         rs_layers=sum(1 for kind in recurrent if kind),
         notes=tuple(notes),
     )
+
+
+def _pipeline(claim: LlamaClaim, n_layer: int, n_gpus: int) -> bool:
+    """Whether llama.cpp runs the claim with pipeline parallelism (src/llama-context.cpp,
+    llama_context::llama_context: more than one device, n_gpu_layers > n_layer, split mode
+    layer, the KV cache offloaded and no tensor overrides)."""
+    if n_gpus < 2 or claim.no_pipeline:
+        return False
+    text = claim.gpu_layers.strip().lower()
+    try:
+        layers = int(text)
+    except ValueError:
+        return text in ("", "auto", "all")
+    return layers < 0 or layers > n_layer
 
 
 def _pad(n: int) -> int:
@@ -289,7 +335,9 @@ def _recurrent_bytes(model: GgufInfo, recurrent: list[str], slots: int) -> int |
     return count * (conv + state * inner) * 4 * max(slots, 1)
 
 
-def _compute_mib(model: GgufInfo, ubatch: int, flash: bool, cells: int) -> float | None:
+def _compute_mib(
+    model: GgufInfo, ubatch: int, flash: bool, cells: int, copies: int = 1
+) -> float | None:
     """One GPU's compute buffers: the larger of the two peaks of llama.cpp's worst-case graph
     (graph_reserve: a full ubatch over the whole cache), in MiB.
 
@@ -298,6 +346,12 @@ def _compute_mib(model: GgufInfo, ubatch: int, flash: bool, cells: int) -> float
     every head over every cell (soft_max runs in place). Output: the f32 logits of every token of
     the ubatch and 2 activations; the attention tensors are freed by then and ggml-alloc reuses
     their memory.
+
+    With pipeline parallelism (`copies` > 1) each GPU's inputs from another backend, the KQ mask
+    and the n_embd-wide hidden state its first layer reads, are held `copies` times and never
+    freed: ggml_backend_sched_split_graph (ggml/src/ggml-backend.cpp) makes n_copies copies of
+    every split input and marks them output, and ggml_gallocr_free_node (ggml/src/ggml-alloc.c)
+    never frees an output. They come on top of both peaks.
     """
     embd, vocab = model.embedding_length, model.vocab_size
     heads, heads_kv = model.head_count, model.head_count_kv
@@ -311,7 +365,10 @@ def _compute_mib(model: GgufInfo, ubatch: int, flash: bool, cells: int) -> float
     scores = 0 if flash else cells * heads * 4
     attention = ubatch * (mask + scores + 4 * (qkv + LIVE_ACTIVATIONS * embd))
     output = ubatch * 4 * (vocab + 2 * embd)
-    return max(attention, output) / MIB
+    if copies <= 1:
+        return max(attention, output) / MIB
+    held = copies * ubatch * (mask + 4 * embd)
+    return (max(attention - ubatch * mask, output) + held) / MIB
 
 
 @dataclass(frozen=True)
@@ -474,7 +531,7 @@ def _llama(claim: LlamaClaim, n_gpus: int) -> Holder:
         return Holder(claim.service, None, f"llama.cpp: split model ({model.split_count} files)")
     if model.tensor_bytes is None:
         return Holder(claim.service, None, "llama.cpp: a tensor type is unknown")
-    memory = llama_memory(claim, model)
+    memory = llama_memory(claim, model, n_gpus)
     if isinstance(memory, str):
         return Holder(claim.service, None, f"llama.cpp: {memory}")
     share, cached, layers = _offload(claim.gpu_layers, model.block_count)
@@ -561,11 +618,11 @@ def llama_share(claim: LlamaClaim, n_gpus: int) -> LlamaShare | str:
         return f"split model ({model.split_count} files)"
     if model.tensor_bytes is None:
         return "a tensor type is unknown"
-    memory = llama_memory(claim, model)
+    n = max(n_gpus, 1)
+    memory = llama_memory(claim, model, n)
     if isinstance(memory, str):
         return memory
     share, cached, layers = _offload(claim.gpu_layers, model.block_count)
-    n = max(n_gpus, 1)
     return LlamaShare(
         weights_mib=model.tensor_bytes * share / n / MIB,
         kv_mib=memory.kv_mib * cached / n,

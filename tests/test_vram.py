@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -15,9 +16,11 @@ from provision.vram import (
     MIB,
     Budget,
     LlamaClaim,
+    LlamaShare,
     VllmClaim,
     budget,
     llama_claim,
+    llama_share,
 )
 from tests.support import tiny_gguf
 
@@ -83,16 +86,21 @@ def test_tensor_parallel_claims_each_of_its_gpus() -> None:
     assert held(result) == {0: {"tp": pytest.approx(22118.4)}, 1: {"tp": pytest.approx(22118.4)}}
 
 
-def overhead(model: GgufInfo, cells: int, ubatch: int = 512) -> float:
+def overhead(model: GgufInfo, cells: int, ubatch: int = 512, copies: int = 1) -> float:
     """Compute buffers with flash attention, the larger of the attention peak (f16 mask over
     `cells`, f32 Q/K/V and 3 activations of n_embd) and the output peak (f32 logits and 2
-    activations), plus the CUDA context."""
+    activations), plus the CUDA context; with pipeline parallelism, `copies` copies of the mask
+    and of one n_embd activation held beside the peak (where the mask is no longer counted)."""
     embd, vocab = model.embedding_length or 0, model.vocab_size or 0
     k, v = model.key_length or 0, model.value_length or 0
     qkv = (model.head_count or 0) * k + (model.head_count_kv or 0) * (k + v)
-    attention = ubatch * (2 * cells + 4 * (qkv + 3 * embd))
+    mask = 2 * cells * ubatch
+    attention = ubatch * 4 * (qkv + 3 * embd)
     output = 4 * ubatch * (vocab + 2 * embd)
-    return max(attention, output) / MIB + CUDA_CONTEXT_MIB
+    if copies == 1:
+        return max(attention + mask, output) / MIB + CUDA_CONTEXT_MIB
+    held = copies * (mask + 4 * ubatch * embd)
+    return (max(attention, output) + held) / MIB + CUDA_CONTEXT_MIB
 
 
 def kv_mib(layers: int, ctx: int, elements: int, bytes_per_32: float) -> float:
@@ -153,10 +161,31 @@ def test_llama_claim_from_a_real_gguf_header(tiny: GgufInfo, case: str) -> None:
             part = cached = share
         want = (tiny.tensor_bytes or 0) / MIB * part + kv_mib(2, ctx, 64, bytes_per_32) * cached
         slots = 1 if kwargs.get("kv_unified") else int(kwargs.get("parallel", 1))  # type: ignore[call-overload]
-        cells = overhead(tiny, ctx // slots)
+        # all layers on both GPUs: pipeline parallelism, 4 copies of each GPU's inputs
+        copies = 4 if not kwargs["gpus"] and kwargs.get("gpu_layers") == "all" else 1
+        cells = overhead(tiny, ctx // slots, copies=copies)
         assert held(result)[index] == {"tiny": pytest.approx(want + cells)}
     untouched = {0, 1} - set(expected)
     assert all(held(result)[i] == {} for i in untouched)
+
+
+def test_split_mode_row_or_partial_offload_holds_no_input_copies(tiny: GgufInfo) -> None:
+    """llama.cpp enables pipeline parallelism only for a layer split of every layer over more
+    than one GPU with the KV cache offloaded (src/llama-context.cpp)."""
+    server = LlamaServer(argv=["-sm", "row"], ctx_size=4096, n_gpu_layers="all", parallel=1)
+    row = llama_claim("t", server, tiny)
+    assert row.no_pipeline
+    layer = llama_claim("t", LlamaServer(argv=[], ctx_size=4096, parallel=1), tiny)
+    assert not layer.no_pipeline
+    one = overhead(tiny, 4096)
+    for claim in (row, dataclasses.replace(layer, gpu_layers="1")):
+        share = llama_share(claim, 2)
+        assert isinstance(share, LlamaShare)
+        assert share.compute_mib + share.cuda_mib == pytest.approx(one)
+    share = llama_share(layer, 2)
+    assert isinstance(share, LlamaShare)
+    assert share.compute_mib + share.cuda_mib == pytest.approx(overhead(tiny, 4096, copies=4))
+    assert "pipeline parallel: 4 input copies" in share.memory.notes
 
 
 def test_llama_beside_a_replica_overflows(tiny: GgufInfo) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import gguf
 import pytest
@@ -147,6 +148,31 @@ def pythia_14b(w: gguf.GGUFWriter) -> None:
     w.add_head_count(16)
 
 
+def deepseek_r1(w: gguf.GGUFWriter) -> None:
+    """Setonix notes (8 ROCm devices): n_layer = 61 (logged); the rest is DeepSeek-R1's published
+    config: 128 heads, K 192 (128 + 64 rope) and V 128 per head, kv_lora_rank 512, n_embd 7168.
+    The logged K 23424.00 / V 15616.00 MiB are 61 x 8192 x 128 x 192 (and 128) x 2 bytes."""
+    w.add_block_count(61)
+    w.add_context_length(163840)
+    w.add_embedding_length(7168)
+    w.add_head_count(128)
+    w.add_head_count_kv(128)
+    w.add_key_length(192)
+    w.add_value_length(128)
+    w.add_kv_lora_rank(512)
+
+
+def command_r(w: gguf.GGUFWriter) -> None:
+    """ggml-org/llama.cpp#6122: 40 layers and freq_base 8e6 logged; Command-R v01's published
+    config (n_embd 8192, 64 heads, no GQA) gives the logged 5120.00 MiB KV at 4096 cells, and its
+    256000 x 8192 q6_K token embeddings the logged 1640.62 MiB CPU buffer."""
+    w.add_block_count(40)
+    w.add_context_length(131072)
+    w.add_embedding_length(8192)
+    w.add_head_count(64)
+    w.add_head_count_kv(64)
+
+
 def _logged(file: str) -> str:
     return (CORPUS / file).read_text(encoding="utf-8", errors="replace")
 
@@ -175,7 +201,7 @@ CASES = {
         "vram_qwen25coder-32b_q8kv_2gpu__llamacpp-11200_2x3090ti.txt",
         "qwen2",
         qwen25_coder_32b,
-        dict(ctx_size=32768, cache_type_k="q8_0", cache_type_v="q8_0", n_ubatch=256),
+        dict(ctx_size=32768, cache_type_k="q8_0", cache_type_v="q8_0", n_ubatch=256, n_gpus=2),
         "KV self size  = 4352.00 MiB",
         4352.00,
         0.0,
@@ -272,6 +298,31 @@ CASES = {
     ),
 }
 
+CASES.update(
+    {
+        "deepseek_r1_8gpu_pp4_no_flash": (
+            "vram_deepseek-r1-671b_8gpu_pp4_noflash__pawsey-setonix-notes_mi250x.txt",
+            "deepseek2",
+            deepseek_r1,
+            dict(ctx_size=8192, parallel=4, kv_unified=True, flash_attn="off", n_gpus=8),
+            "KV self size  = 39040.00 MiB",
+            39040.00,
+            0.0,
+        ),
+        "command_r_2gpu_pp4_no_flash": (
+            "vram_2gpu_4070ti-3090ti_llm_load_tensors__llamacpp-pr6122.txt",
+            "command-r",
+            command_r,
+            dict(ctx_size=4096, flash_attn="off", n_gpus=2),
+            "KV self size  = 5120.00 MiB",
+            5120.00,
+            0.0,
+        ),
+    }
+)
+"""Builds of early 2025 and before held one cache of n_ctx cells for all sequences: the
+DeepSeek-R1 log's kv_size = 8192 with 4 seqs, read here as a unified cache."""
+
 # case: why the KV differs from the log (a strict xfail): an older build's rule, not this model's
 KV_GAPS = {
     "pythia_14b_f16_128_ub128_no_flash": (
@@ -281,10 +332,18 @@ KV_GAPS = {
 }
 
 
+def _claim(case: str, model: GgufInfo) -> tuple[LlamaClaim, int]:
+    """The case's claim and the GPUs it spans (settings' n_gpus, 1 when absent)."""
+    settings: dict[str, Any] = dict(CASES[case][3])  # type: ignore[call-overload]
+    n_gpus = int(settings.pop("n_gpus", 1))
+    return LlamaClaim("m", (0,), model, **settings), n_gpus
+
+
 def memory(tmp_path: Path, case: str) -> LlamaMemory:
-    _, arch, fill, settings, *_ = CASES[case]
+    _, arch, fill, *_ = CASES[case]
     model = _write(tmp_path / f"{case}.gguf", arch, fill)
-    result = llama_memory(LlamaClaim("m", (0,), model, **settings), model)  # type: ignore[arg-type]
+    claim, n_gpus = _claim(case, model)
+    result = llama_memory(claim, model, n_gpus)
     assert isinstance(result, LlamaMemory), result
     return result
 
@@ -388,16 +447,20 @@ COMPUTE = {
         "CUDA0 compute buffer size =   352.77 MiB",
         352.77,
         151936,
-        "0.887: qwen3vl feeds n_embd x (1 + deepstack layers) wide input embeddings, which the"
-        " header fields read here do not carry (not verified against the source)",
+        "0.887 (+40.02 MiB at the logits peak): qwen3vl's build_inp_embd (src/llama-graph.cpp)"
+        " pads the token embeddings to n_embd x (1 + n_deepstack_layers) and layers 0-2 add views"
+        " of them, but those die before the logits; the residue is where ggml-alloc placed the"
+        " logits after the inputs it allocates first (ggml_gallocr_alloc_graph_impl), an"
+        " allocation order the header does not give",
     ),
-    "qwen25_coder_32b_q8_0_32k": (
-        "CUDA1 compute buffer size =   237.51 MiB",
-        237.51,
-        152064,
-        "0.667: 2 GPUs with pipeline parallelism (n_copies=4), b4462; CUDA0 without the output"
-        " layer logs 233.00 MiB, so the output peak is not what dominates there",
+    "qwen25_coder_32b_q8_0_32k": ("CUDA1 compute buffer size =   237.51 MiB", 237.51, 152064, ""),
+    "deepseek_r1_8gpu_pp4_no_flash": (
+        "ROCm0 compute buffer size =  2322.01 MiB",
+        2322.01,
+        129280,
+        "",
     ),
+    "command_r_2gpu_pp4_no_flash": ("CUDA0 compute buffer size =   672.01 MiB", 672.01, 256000, ""),
     "llama31_70b_f16_4k_no_flash": ("compute buffer size =   588.01 MiB", 588.01, 128256, ""),
     "phi3_mini_f16_4k_no_gqa": ("CUDA0 compute buffer size =   150.00 MiB", 150.00, 32064, ""),
     "gpt_oss_20b_iswa_131k_ub2048": (
@@ -416,9 +479,12 @@ COMPUTE = {
         "CPU compute buffer size =   786.02 MiB",
         786.02,
         248320,
-        "0.622: hybrid at 262144 cells; the logged size is the logits (485 MiB) plus the f16 mask"
-        " (256 MiB) plus 45 MiB, so ggml-alloc did not reuse the mask's memory for the logits"
-        " here as it did for gpt-oss (allocation order, not modelled)",
+        "0.622: hybrid at 262144 cells on the CPU; the logged size is the logits (485 MiB) plus"
+        " the f16 mask (256 MiB) plus 45 MiB. ggml_gallocr_alloc_graph_impl (ggml-alloc.c)"
+        " allocates graph inputs such as the mask first; once freed, its 256 MiB block cannot"
+        " hold the 485 MiB logits, so they go above whatever else was live: that offset is an"
+        " allocation order the header does not give (gpt-oss on Metal kept its mask in the CPU"
+        " buffer, so its logits show no such gap)",
     ),
     "pythia_28b_f16_2k_no_flash": ("CUDA0 compute buffer size =   162.00 MiB", 162.00, 50304, ""),
     "pythia_28b_q4_0_2k_flash": ("CUDA0 compute buffer size =   103.25 MiB", 103.25, 50304, ""),
@@ -426,9 +492,12 @@ COMPUTE = {
         "CUDA0 compute buffer size =   203.99 MiB",
         203.99,
         50304,
-        "0.794: 23 of 33 layers on the CPU (graph splits = 313 with bs=512); the CUDA0 buffer"
-        " also holds what crosses the CPU/GPU split boundaries, which the estimate of one fully"
-        " offloaded graph does not model",
+        "0.794: 23 of 33 layers on the CPU (graph splits = 313 with bs=512, b4343, weights"
+        " repacked for the CPU): ggml_backend_sched_backend_id_from_cur (ggml-backend.cpp)"
+        " moves an op whose weights sit in host memory to a GPU that offload_op accepts (CUDA: a"
+        " batch of 32 or more), so CUDA0's buffer also receives copies of CPU-side weights and"
+        " activations; which ops and which weight types (repacked ones stay) depends on each"
+        " backend's op support, not on the header",
     ),
     "pythia_14b_f16_2k_no_flash": ("CPU compute buffer size =   102.25 MiB", 102.25, 50304, ""),
     "pythia_14b_f16_128_ub128_no_flash": (
@@ -453,13 +522,38 @@ def test_compute_buffer_within_5_percent_of_the_logged_size(tmp_path: Path, case
     """The peak of the attention (mask, scores without flash attention, Q/K/V, activations) or
     of the output (logits) of one ubatch; n_vocab comes from the log, as a header-only GGUF has
     no token_embd tensor to read it from."""
-    file, arch, fill, settings, *_ = CASES[case]
+    file, arch, fill, *_ = CASES[case]
     line, logged, vocab, _ = COMPUTE[case]
     assert line in _logged(file)
     model = replace(_write(tmp_path / f"{case}.gguf", arch, fill), vocab_size=vocab)
-    result = llama_memory(LlamaClaim("m", (0,), model, **settings), model)  # type: ignore[arg-type]
+    claim, n_gpus = _claim(case, model)
+    result = llama_memory(claim, model, n_gpus)
     assert isinstance(result, LlamaMemory), result
     assert result.compute_mib == pytest.approx(logged, rel=0.05)
+
+
+def test_pipeline_parallel_copies_cover_both_gpus_of_11200(tmp_path: Path) -> None:
+    """#11200 (-ts 10,6, n_copies=4): CUDA0 logs 233.00 and CUDA1 237.51 MiB. Each GPU holds 4
+    copies of the f16 mask (16 MiB) and of the 256 x 5120 hidden state (5 MiB) beside its peak;
+    one estimate per GPU stays within 5% of both. Without pipeline parallelism (one GPU, or
+    --split-mode row) no copies are held."""
+    case = "qwen25_coder_32b_q8_0_32k"
+    file, arch, fill, *_ = CASES[case]
+    text = _logged(file)
+    assert "pipeline parallelism enabled (n_copies=4)" in text
+    assert "CUDA0 compute buffer size =   233.00 MiB" in text
+    model = replace(_write(tmp_path / "q.gguf", arch, fill), vocab_size=152064)
+    claim, n_gpus = _claim(case, model)
+    split = llama_memory(claim, model, n_gpus)
+    alone = llama_memory(claim, model, 1)
+    row = llama_memory(replace(claim, no_pipeline=True), model, n_gpus)
+    assert isinstance(split, LlamaMemory) and isinstance(alone, LlamaMemory)
+    assert isinstance(row, LlamaMemory)
+    assert split.compute_mib == pytest.approx(233.00, rel=0.05)
+    assert split.compute_mib == pytest.approx(237.51, rel=0.05)
+    assert split.compute_mib - alone.compute_mib == pytest.approx(4 * (16 + 5) - 0, abs=0.01)
+    assert row.compute_mib == alone.compute_mib
+    assert "pipeline parallel: 4 input copies" in split.notes
 
 
 def test_compute_without_vocabulary_falls_back(tmp_path: Path) -> None:
