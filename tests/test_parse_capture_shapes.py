@@ -288,3 +288,81 @@ def test_an_api_mismatch_without_both_versions_gives_neither(text: str) -> None:
 def test_legacy_gpus_in_the_catalogue(name: str, cc: str | None) -> None:
     model = gpus.lookup(name)
     assert (model.compute_capability if model else None) == cc
+
+
+# --- capture set 3: shapes its unseen pastes showed -----------------------------------------------
+
+DQ_LATER = "devicequery_multi__aikitoria-ogkm-1_rtx5090-dev2.txt"
+DQ_RETYPED = "devicequery_annotated_zh__chiemon-blog_tesla-t4.txt"
+L_CUT = "nvsmi_procs_L-cut__nvitop-pr8_a100-80gb.txt"
+MIG_CUT_BUS = "nvsmi_table_mig_redacted__dcgm-152_a100-80gb-535.104.05.txt"
+
+
+def test_a_device_query_pasted_from_a_later_device_is_read() -> None:
+    facts = read_facts(CAPTURES / DQ_LATER)
+    assert read(facts) == (None, "12.8", ["NVIDIA GeForce RTX 5090"], ["12.0"])
+    assert [gpu["index"] for gpu in facts["gpus"]] == [2]
+
+
+def test_a_retyped_device_query_with_curly_quotes_and_notes_is_read() -> None:
+    facts = read_facts(CAPTURES / DQ_RETYPED)
+    assert read(facts) == (None, "11.0", ["Tesla T4"], ["7.5"])
+    assert facts["gpus"][0]["memory_total_mib"] == 15110
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'Device 0: "GeForce GTX 1080"\nTotal amount of global memory: 8105 MBytes\n',
+        'see Device 0: "GeForce GTX 1080"\n  CUDA Capability Major/Minor version number:    6.1\n',
+        "Device 0: \u201cTesla T4\u201dx\nCUDA Capability Major/Minor version number: 7.5\n",
+        'CUDA Capability Major/Minor version number: 6.1\nDevice 0: "GeForce GTX 1080"\n',
+    ],
+)
+def test_device_query_lines_without_its_own_shape_give_no_gpu(text: str) -> None:
+    from checks.facts.parsers import cuda_samples
+
+    assert not cuda_samples.detect_device_query(text)
+
+
+def test_an_nvidia_smi_list_cut_before_the_uuid_is_read() -> None:
+    facts = read_facts(CAPTURES / L_CUT)
+    assert read(facts) == (None, None, ["NVIDIA A100-SXM4-80GB"], ["8.0"])
+    assert facts["gpus"][0]["uuid"] is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # No command line: another tool's "GPU 0: NAME" (sglang, collect_env) is not -L.
+        "GPU 0: NVIDIA A100-SXM4-80GB\n",
+        # Something follows the cut line, so it is not where the paste ends.
+        "$ nvidia-smi -L\nGPU 0: NVIDIA A100-SXM4-80GB\nthen it hangs\n",
+        # The command with other options lists something else.
+        "$ nvidia-smi -L -i 0 --query\nGPU 0: NVIDIA A100-SXM4-80GB\n",
+    ],
+)
+def test_uuid_less_gpu_lines_elsewhere_are_not_read(text: str) -> None:
+    from checks.facts.parsers import nvidia_smi
+
+    assert nvidia_smi.parse_list(text).gpus == []
+
+
+def test_a_gpu_row_with_a_bus_id_cut_by_hand_is_still_a_gpu() -> None:
+    facts = read_facts(CAPTURES / MIG_CUT_BUS)
+    assert read(facts) == ("535.104.05", "12.2", ["NVIDIA A100-SXM4-80GB"], ["8.0"])
+    assert facts["gpus"][0]["index"] == 3 and facts["gpus"][0]["pci_bus_id"] is None
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        "|   3  NVIDIA A100-SXM4-80GB          On  | hello: Off |                   On |",
+        "|   3  NVIDIA A100-SXM4-80GB          On  | 00000000: Maybe |                 On |",
+        "|   3  NVIDIA A100-SXM4-80GB          On  | 00: Off |                        On |",
+    ],
+)
+def test_rows_whose_second_cell_is_not_a_bus_id_are_not_gpu_rows(row: str) -> None:
+    from checks.facts.parsers import nvidia_smi
+
+    assert nvidia_smi.parse_table(row + "\n").gpus == []

@@ -9,7 +9,12 @@ from checks.facts.parsers import Format
 from checks.facts.probe import Probe
 
 _BANNER = "CUDA Device Query (Runtime API)"
-_DEVICE = re.compile(r'^Device (\d{1,4}): "([^"\n]*)"[ \t]*$', re.MULTILINE)
+# The name in straight quotes, or in curly ones where a blog re-typed the output (with its own
+# notes after the closing quote).
+_DEVICE = re.compile(
+    r'^Device (\d{1,4}): (?:"([^"\n]*)"|\u201c([^\u201c\u201d\n]*)\u201d)(?=[ \t]|$)',
+    re.MULTILINE,
+)
 _VERSIONS = re.compile(
     r"^[ \t]*CUDA Driver Version / Runtime Version[ \t]+(\d+\.\d+)[ \t]*/[ \t]*\d+\.\d+",
     re.MULTILINE,
@@ -37,7 +42,8 @@ def parse_device_query(text: str) -> HostFacts:
     for i, device in enumerate(devices):
         end = devices[i + 1].start() if i + 1 < len(devices) else len(text)
         block = text[device.end() : end]
-        gpu = Gpu(index=int(device.group(1)), name=device.group(2).strip() or None)
+        name = device.group(2) if device.group(2) is not None else device.group(3)
+        gpu = Gpu(index=int(device.group(1)), name=name.strip() or None)
         capability = _CAPABILITY.search(block)
         gpu.compute_capability = capability.group(1) if capability else None
         memory = _MEMORY.search(block)
@@ -57,7 +63,12 @@ def parse_device_query(text: str) -> HostFacts:
 
 
 def detect_device_query(text: str) -> bool:
-    return _BANNER in text or _SUMMARY.search(text) is not None
+    """The banner or the summary line, or (a paste cut above the banner) a `Device n: "NAME"`
+    line with deviceQuery's own capability line after it."""
+    if _BANNER in text or _SUMMARY.search(text) is not None:
+        return True
+    device = _DEVICE.search(text)
+    return device is not None and _CAPABILITY.search(text, device.end()) is not None
 
 
 FORMATS = [Format("deviceQuery", detect_device_query, parse_device_query)]

@@ -135,6 +135,10 @@ _TABLE_HEADER = re.compile(
 )
 _TABLE_PM = ("On", "Off", "WDDM", "TCC", "MCDM", "N/A")
 _TABLE_BUS = re.compile(r"(?:[0-9A-Fa-f]{4,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]")
+# A bus id cut short by hand before pasting ("00000000: Off", NVIDIA/DCGM#152): the row is still
+# a GPU row, its bus id unknown.
+_TABLE_BUS_CUT = re.compile(r"[0-9A-Fa-f]{4,8}:(?:[0-9A-Fa-f]{1,2}(?::[0-9A-Fa-f]{0,2})?)?")
+_TABLE_DISP = ("On", "Off", "N/A")
 _TABLE_MEMORY = re.compile(r"(?<!\d)(\d+)\s*MiB\s*/\s*(\d+)\s*MiB")
 _TABLE_MIG = re.compile(r"^\|[\s|]*\|\s*(Enabled|Disabled|N/A)\s*\|\s*$")
 _TABLE_SMI = re.compile(r"NVIDIA-SMI\s+\d+\.\d+")
@@ -154,12 +158,17 @@ def _table_row(line: str) -> tuple[int, str, str, str] | None:
     second = cells[2].split()
     if len(first) < 2 or not first[0].isdecimal() or first[-1] not in _TABLE_PM:
         return None
-    if len(second) != 2 or not _TABLE_BUS.fullmatch(second[0]):
+    if len(second) != 2:
         return None
+    bus = second[0]
+    if _TABLE_BUS.fullmatch(bus) is None:
+        if second[1] not in _TABLE_DISP or _TABLE_BUS_CUT.fullmatch(bus) is None:
+            return None
+        bus = ""
     between = cells[1].strip()[len(first[0]) : -len(first[-1])]
     if len(between) < 2:
         return None  # "0 On": no name between the blanks around it
-    return int(first[0]), between.strip(), first[-1], second[0]
+    return int(first[0]), between.strip(), first[-1], bus
 
 
 def _table_name(raw: str) -> str | None:
@@ -190,7 +199,7 @@ def parse_table(text: str) -> HostFacts:
             current = Gpu(
                 index=index,
                 name=_table_name(name),
-                pci_bus_id=bus,
+                pci_bus_id=bus or None,
                 persistence_mode=_mode(pm),
             )
             facts.gpus.append(current)
@@ -578,6 +587,19 @@ _LIST_HEAD = re.compile(r"(?:^|\s)GPU (\d+): ")
 _LIST_UUID = re.compile(r" \(UUID: (GPU-[0-9A-Fa-f-]+)\)")
 
 
+_LIST_COMMAND = re.compile(r"nvidia-smi(?:\.exe)?\s+(?:-L|--list-gpus)\s*$")
+
+
+def _cut_list_gpu(line: str) -> tuple[str, str] | None:
+    """(index, name) of a "GPU n: NAME" line cut before its "(UUID: ...)", or None."""
+    stripped = line.strip()
+    head = _LIST_HEAD.match(stripped)
+    if head is None or head.start() != 0:
+        return None
+    name = stripped[head.end() :].split(" (", 1)[0].strip()
+    return (head.group(1), name) if name else None
+
+
 def _list_gpu(line: str) -> tuple[str, str, str] | None:
     """(index, name, uuid) of a "GPU n: NAME (UUID: GPU-...)" line.
 
@@ -597,12 +619,33 @@ def _list_gpu(line: str) -> tuple[str, str, str] | None:
 def parse_list(text: str) -> HostFacts:
     """`nvidia-smi -L`: one Gpu per "GPU n: NAME (UUID: GPU-...)" line; MIG lines are skipped."""
     facts = HostFacts()
-    for line in _lines(text):
+    lines = _lines(text)
+    for line in lines:
         match = _list_gpu(line)
         if match is None or line.lstrip().startswith("MIG"):
             continue
         facts.gpus.append(Gpu(index=int(match[0]), name=match[1].strip(), uuid=match[2]))
+    if not facts.gpus:
+        facts.gpus = _cut_list(lines)
     return facts
+
+
+def _cut_list(lines: list[str]) -> list[Gpu]:
+    """GPUs of an `nvidia-smi -L` paste cut before its first UUID.
+
+    Only the "GPU n: NAME" lines under the last `nvidia-smi -L` command line count, and only when
+    nothing else follows them: another tool's "GPU n: " line is never read without a UUID.
+    """
+    last = -1
+    for i, line in enumerate(lines):
+        if _LIST_COMMAND.search(line) is not None:
+            last = i
+    if last < 0:
+        return []
+    rows = [_cut_list_gpu(line) for line in lines[last + 1 :] if line.strip()]
+    if not rows or any(row is None for row in rows):
+        return []
+    return [Gpu(index=int(row[0]), name=row[1]) for row in rows if row is not None]
 
 
 # --- nvidia-smi --version ------------------------------------------------------------------------
@@ -720,7 +763,8 @@ def _detect_xml(text: str) -> bool:
 
 
 def _detect_list(text: str) -> bool:
-    return any(_list_gpu(line) is not None for line in text.split("\n"))
+    lines = text.split("\n")
+    return any(_list_gpu(line) is not None for line in lines) or bool(_cut_list(lines))
 
 
 def _detect_version(text: str) -> bool:
