@@ -45,6 +45,13 @@ STRIPPED = [
     ),
 ]
 
+STRIPPED += [
+    # `docker logs -t` / `kubectl logs --timestamps`: RFC 3339 in UTC with nanoseconds
+    ("2025-11-23T20:22:01.123456789Z Driver Version: 580.95.05", "Driver Version: 580.95.05"),
+    # a bracketed timestamp
+    ("[2025-11-23 20:22:01] CUDA driver version: 12.3", "CUDA driver version: 12.3"),
+]
+
 KEPT = [
     "Fri Oct  2 23:54:29 2020",  # nvidia-smi's clock line
     "Sun Dec  4 17:42:13 2022",
@@ -91,3 +98,36 @@ def test_escaped_xml_reads_like_the_xml() -> None:
     assert seen == capture.recognise(capture.clean(xml))[1]
     assert (facts.driver.version, facts.driver.cuda_version) == ("591.74", "13.1")
     assert [g.name for g in facts.gpus] == ["NVIDIA GeForce RTX 4090"]
+
+
+def test_compose_prefixes_come_off_only_where_a_service_runs() -> None:
+    """docker compose's "service-1  | " goes when it prefixes three lines in a row; a line of a
+    table with a word before "| " stays."""
+    lines = ["ggml_cuda_init: found 1 CUDA devices:", "  Device 0: NVIDIA GeForce RTX 5090", "ok"]
+    pasted = "".join(f"ollama-1  | {line}\n" for line in lines)
+    assert capture.clean(pasted) == "".join(f"{line}\n" for line in lines)
+    table = "Name    | Value\nDriver  | 580.95.05\n"
+    assert capture.clean(table) == table
+
+
+def test_an_indented_block_starts_at_the_margin_and_nesting_stays() -> None:
+    """A block indented as a markdown code block loses its shared indent; lines indented under a
+    header (`nvidia-smi -q`, Warp's banner) keep theirs."""
+    block = "Output:\n\n    GPU 00000000:01:00.0\n        Product Name : Tesla T4\n"
+    assert capture.clean(block) == "Output:\n\nGPU 00000000:01:00.0\n    Product Name : Tesla T4\n"
+    nested = "GPU 00000000:01:00.0\n    Product Name : Tesla T4\n    Product Brand : NVIDIA\n"
+    assert capture.clean(nested) == nested
+
+
+def test_each_host_s_own_prefixes_come_off_under_pdsh_s() -> None:
+    """pdsh before journald: the journald prefix under "node01: " goes as well."""
+    bare = (
+        "ggml_cuda_init: GGML_CUDA_FORCE_MMQ:    no\n"
+        "ggml_cuda_init: found 1 CUDA devices:\n"
+        "  Device 0: Quadro GP100, compute capability 6.0\n"
+    )
+    pasted = "".join(
+        f"node01: Jan  1 20:22:43 host llama-server[911]: {line}\n" for line in bare.splitlines()
+    )
+    facts = capture.parse(capture.Capture("pasted", pasted))
+    assert [g.name for g in facts.gpus] == ["Quadro GP100"]

@@ -348,6 +348,14 @@ def test_uuid_less_gpu_lines_elsewhere_are_not_read(text: str) -> None:
     assert nvidia_smi.parse_list(text).gpus == []
 
 
+def test_a_cut_list_may_end_at_its_code_fence() -> None:
+    """The closing fence of a markdown block ends the list; prose may follow it."""
+    from checks.facts.parsers import nvidia_smi
+
+    text = "```\n$ nvidia-smi -L\nGPU 0: NVIDIA A100-SXM4-80GB\n```\nThen it hangs.\n"
+    assert [g.name for g in nvidia_smi.parse_list(text).gpus] == ["NVIDIA A100-SXM4-80GB"]
+
+
 def test_a_gpu_row_with_a_bus_id_cut_by_hand_is_still_a_gpu() -> None:
     facts = read_facts(CAPTURES / MIG_CUT_BUS)
     assert read(facts) == ("535.104.05", "12.2", ["NVIDIA A100-SXM4-80GB"], ["8.0"])

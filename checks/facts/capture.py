@@ -1,9 +1,9 @@
 """Facts from captured outputs (`--from`): a facts or report JSON, or pasted command outputs.
 
 Pasted text is cleaned once (CRLF, ANSI colours, HTML entities, "> " quote prefixes, inline HTML
-tags, the prefixes journald, syslog and log wrappers put before each line), cut to the first host of
-a pdsh, clush or ansible paste, and every known format that detects itself in it parses it; several
-files merge into one host.
+tags, the prefixes journald, syslog, docker, kubectl, docker compose and log wrappers put before each
+line, the indent of an indented code block), cut to the first host of a pdsh, clush or ansible paste,
+and every known format that detects itself in it parses it; several files merge into one host.
 """
 
 from __future__ import annotations
@@ -42,6 +42,16 @@ _LOG_PREFIX = re.compile(
     r"|^\d{1,4}\.\d\d\.\d\d\d\.\d\d\d [DIWE] ?",
     re.MULTILINE,
 )
+# A timestamp alone before each line: `docker logs -t` and `kubectl logs --timestamps` (RFC 3339
+# in UTC with nanoseconds, "2025-11-23T20:22:01.123456789Z "), or one in brackets. Taken off before
+# _LOG_PREFIX, which would read the first two words of the line as a host and a process.
+_STAMP = re.compile(
+    r"^(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{1,9}Z"
+    r"|\[\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\])[ \t]",
+    re.MULTILINE,
+)
+# `docker compose logs` / `docker-compose up`: "service-1  | " before every line of a service.
+_SERVICE = re.compile(r"([A-Za-z0-9][\w.-]{0,62})[ \t]{1,40}\| ")
 
 
 # pdsh and clush put "host: " before every line a host prints; ansible's shell module prints a
@@ -79,7 +89,55 @@ def clean(text: str) -> str:
     text = _ENTITY.sub(lambda m: _ENTITIES[m.group(1)], text)
     text = _QUOTE.sub("", text)
     text = _TAGS.sub("", text)
+    text = _dedent(_without_services(_STAMP.sub("", text)))
     return _LOG_PREFIX.sub("", _LOG_PREFIX.sub("", text))
+
+
+def _without_services(text: str) -> str:
+    """Text without docker compose's "service-1  | " prefixes: a name counts as a service when
+    it prefixes MIN_HOST_LINES lines in a row somewhere (a table's "Name | ..." never does)."""
+    lines = text.split("\n")
+    found = [_SERVICE.match(line) for line in lines]
+    names = [m.group(1) if m else None for m in found]
+    services, run = set(), 0
+    for i, name in enumerate(names):
+        run = run + 1 if name and i and names[i - 1] == name else int(name is not None)
+        if run >= MIN_HOST_LINES:
+            services.add(name)
+    if not services:
+        return text
+    return "\n".join(
+        line[m.end() :] if m and m.group(1) in services else line
+        for line, m in zip(lines, found, strict=True)
+    )
+
+
+def _dedent(text: str) -> str:
+    """Text whose indented blocks (a markdown code block, a reply indented by four spaces) start
+    at the margin: a block starts the text or follows a blank line and holds two lines or more;
+    its lines lose the indent they share. Lines indented under a header stay as they are, so
+    `nvidia-smi -q` keeps its nesting."""
+    lines = text.split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        if not (_indented(lines[i]) and (i == 0 or not lines[i - 1].strip())):
+            out.append(lines[i])
+            i += 1
+            continue
+        end = i
+        while end < len(lines) and (_indented(lines[end]) or not lines[end].strip()):
+            end += 1
+        block = lines[i:end]
+        filled = [line for line in block if line.strip()]
+        indent = min(len(line) - len(line.lstrip(" \t")) for line in filled)
+        out.extend(line[indent:] if len(filled) > 1 else line for line in block)
+        i = end
+    return "\n".join(out)
+
+
+def _indented(line: str) -> bool:
+    return line[:1] in (" ", "\t") and bool(line.strip())
 
 
 def one_host(text: str) -> tuple[str, list[str]]:
@@ -184,6 +242,8 @@ def parse(capture: Capture) -> HostFacts:
         facts.probes.append(ProbeResult(f"from {capture.name}", "ok", "facts JSON"))
         return facts
     text, hosts = one_host(clean(capture.text))
+    if hosts:  # what each host printed may carry prefixes of its own under pdsh's
+        text = clean(text)
     facts, seen = recognise(text)
     facts.sources = [capture.name]
     if not seen:

@@ -588,6 +588,7 @@ _LIST_UUID = re.compile(r" \(UUID: (GPU-[0-9A-Fa-f-]+)\)")
 
 
 _LIST_COMMAND = re.compile(r"nvidia-smi(?:\.exe)?\s+(?:-L|--list-gpus)\s*$")
+_FENCES = ("```", "~~~")
 
 
 def _cut_list_gpu(line: str) -> tuple[str, str] | None:
@@ -634,7 +635,8 @@ def _cut_list(lines: list[str]) -> list[Gpu]:
     """GPUs of an `nvidia-smi -L` paste cut before its first UUID.
 
     Only the "GPU n: NAME" lines under the last `nvidia-smi -L` command line count, and only when
-    nothing else follows them: another tool's "GPU n: " line is never read without a UUID.
+    nothing else follows them up to the end or a closing code fence: another tool's "GPU n: "
+    line is never read without a UUID.
     """
     last = -1
     for i, line in enumerate(lines):
@@ -642,7 +644,9 @@ def _cut_list(lines: list[str]) -> list[Gpu]:
             last = i
     if last < 0:
         return []
-    rows = [_cut_list_gpu(line) for line in lines[last + 1 :] if line.strip()]
+    below = lines[last + 1 :]
+    fence = next((i for i, line in enumerate(below) if line.lstrip().startswith(_FENCES)), None)
+    rows = [_cut_list_gpu(line) for line in below[:fence] if line.strip()]
     if not rows or any(row is None for row in rows):
         return []
     return [Gpu(index=int(row[0]), name=row[1]) for row in rows if row is not None]
