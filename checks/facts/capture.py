@@ -1,9 +1,10 @@
 """Facts from captured outputs (`--from`): a facts or report JSON, or pasted command outputs.
 
 Pasted text is cleaned once (CRLF, ANSI colours, HTML entities, "> " quote prefixes, inline HTML
-tags, the prefixes journald, syslog, docker, kubectl, docker compose and log wrappers put before each
-line, the indent of an indented code block), cut to the first host of a pdsh, clush or ansible paste,
-and every known format that detects itself in it parses it; several files merge into one host.
+tags, the prefixes journald, syslog, docker, kubectl, docker compose and log wrappers put before
+each line, the indent of an indented code block), cut to the first host of a pdsh, clush or
+ansible paste, and every known format that detects itself in it parses it; several files merge
+into one host.
 """
 
 from __future__ import annotations

@@ -21,6 +21,16 @@ _CTK = re.compile(r"^NVIDIA Container Toolkit CLI version (\S+)", re.MULTILINE)
 _CLI_VERSION = re.compile(r"^(?:cli-)?version: (\d+\.(?=\d)\S+)\s*$", re.MULTILINE)
 _CLI_INFO = re.compile(r"^(NVRM version|CUDA version|Device Index|Model|Brand|GPU UUID|Bus Location"
                        r"|Architecture):\s*(.*)$", re.MULTILINE)  # fmt: skip
+# `nvidia-container-cli -k -d /dev/tty info` logs each driver library it finds
+# (NVIDIA/nvidia-docker#1060): "I1225 03:31:09.423932 1885 nvc_info.c:147] selecting
+# /usr/lib64/libnvidia-tls.so.418.67". The file names carry the userspace driver's version, even
+# when the paste is cut before "NVRM version:". A compat libcuda is not the driver's.
+_CLI_SELECTING = re.compile(
+    r"^[ \t]{0,8}I\d{4} \d\d:\d\d:\d\d\.\d{1,6} {1,4}\d{1,10} nvc_info\.c:\d{1,5}\] selecting "
+    r"(/\S{0,400}?)/lib(?:nvidia-[\w-]{1,40}|cuda|nvcuvid|\w{1,20}_nvidia)"
+    r"\.so\.(\d{3}\.\d{1,3}(?:\.\d{1,3})?)[ \t]*$",
+    re.MULTILINE,
+)
 _HOOK = re.compile(r"^runtime-hook: (\S.*)$", re.MULTILINE)
 # `docker info | grep -i runtime` keeps only these lines of `docker info`, indented by one blank.
 _RUNTIMES = re.compile(r"^[ \t]{0,4}Runtimes:((?:[ \t]{1,4}[\w.-]{1,100}){1,20})[ \t]*$", re.M)
@@ -230,6 +240,19 @@ def parse_container_cli_info(text: str) -> HostFacts:
     return facts
 
 
+def _selected_driver(text: str) -> str | None:
+    """The one driver version nvidia-container-cli's selected libraries agree on, or None."""
+    found = {version for folder, version in _CLI_SELECTING.findall(text) if "compat" not in folder}
+    return found.pop() if len(found) == 1 else None
+
+
+def parse_container_cli_debug(text: str) -> HostFacts:
+    """`nvidia-container-cli -d` debug lines: the driver from its libraries' file names."""
+    facts = HostFacts()
+    facts.driver.version = _selected_driver(text)
+    return facts
+
+
 def _cli_device_field(gpu: Gpu, key: str, value: str | None) -> None:
     if key == "Model":
         gpu.name = value
@@ -401,6 +424,10 @@ def detect_container_cli_info(text: str) -> bool:
     )
 
 
+def detect_container_cli_debug(text: str) -> bool:
+    return _selected_driver(text) is not None
+
+
 def detect_image_inspect(text: str) -> bool:
     return '"RepoTags"' in text and '"Config"' in text
 
@@ -412,6 +439,7 @@ FORMATS = [
     Format("podman-version", detect_podman, parse_podman_version),
     Format("nvidia-ctk-version", detect_nvidia_ctk, parse_nvidia_ctk_version),
     Format("nvidia-container-cli-info", detect_container_cli_info, parse_container_cli_info),
+    Format("nvidia-container-cli-debug", detect_container_cli_debug, parse_container_cli_debug),
     Format("docker-image-inspect", detect_image_inspect, parse_image_inspect),
     Format("systemctl-status-cdi-refresh", detect_cdi_refresh_status, parse_cdi_refresh_status),
 ]

@@ -2,8 +2,9 @@
 
 /etc/nv_tegra_release's first line is "# R38 (release), REVISION: 2.0, GCID: ..., BOARD: generic,
 EABI: aarch64, DATE: ...": Jetson Linux (L4T) 38.2.0 (release 38, revision 2.0). jetson-stats
-prints "L4T: 36.4.3", and "Jetpack: 6.2" or "Jetpack 6.0 [L4T 36.3.0]" when it knows the JetPack
-that L4T release belongs to ("Jetpack missing!" or "NOTDETECTED" when it does not). JetsonHacks'
+prints "L4T: 36.4.3", and "Jetpack: 6.2" ("Jetpack: 6.0 DP", the developer preview, is kept
+whole: it is not 6.0) or "Jetpack 6.0 [L4T 36.3.0]" when it knows the JetPack that L4T release
+belongs to ("Jetpack missing!" or "NOTDETECTED" when it does not). JetsonHacks'
 jetsonInfo.py prints " L4T 32.4.2 [ JetPack 4.4 ]" ("[ JetPack UNKNOWN ]" when it does not know).
 """
 
@@ -21,7 +22,7 @@ _TEGRA_RELEASE = re.compile(
 # jetson-stats: "- L4T: 38.2.0" (markdown report), " - L4T: 36.4.3" (jetson_release).
 _L4T_LINE = re.compile(r"^[ \t]{0,4}(?:-[ \t])?L4T: (\d{2,3}\.\d{1,3}\.\d{1,3})[ \t]*$", re.M)
 _JETPACK_LINE = re.compile(
-    r"^[ \t]{0,4}(?:-[ \t])?Jetpack: (\d{1,2}\.\d{1,2}(?:\.\d{1,2})?)[ \t]*$", re.M | re.I
+    r"^[ \t]{0,4}(?:-[ \t])?Jetpack: (\d{1,2}\.\d{1,2}(?:\.\d{1,2})?(?: DP)?)[ \t]*$", re.M | re.I
 )
 # "Model: NVIDIA Jetson AGX Orin Developer Kit - Jetpack 6.0 [L4T 36.3.0]".
 _BOTH = re.compile(r"Jetpack (\d{1,2}\.\d{1,2}(?:\.\d{1,2})?) \[L4T (\d{2,3}\.\d{1,3}\.\d{1,3})\]")

@@ -32,6 +32,12 @@ _DRIVER_PACKAGE = re.compile(
 # Unnumbered packages whose version is the userspace driver's: nvidia-driver (negativo17's and
 # NVIDIA's CUDA repository's RPM, Debian's metapackage), RPM Fusion's xorg-x11-drv-nvidia.
 _RPM_DRIVER_PACKAGE = re.compile(r"nvidia-driver|xorg-x11-drv-nvidia")
+# Ubuntu's other numbered driver packages carry the same version (libnvidia-cfg1-470:amd64
+# 470.103.01-0ubuntu0.20.04.1) when the paste lacks the compute or driver row; a transitional one
+# carries another branch's (libnvidia-common-455 460.91.03), so the branch must match the version.
+_BRANCH_PACKAGE = re.compile(
+    r"(?:libnvidia-[a-z0-9]{1,12}|nvidia-utils|nvidia-compute-utils)-(\d{3})(?:-server)?"
+)
 _DRIVER_VERSION = re.compile(r"(?:\d+:)?(\d{3}\.\d{1,3}(?:\.\d{1,3})?)(?![\d.])")
 _TOOLKIT_VERSION = re.compile(r"(?:\d+:)?(\d+\.\d+\.\d+)")
 
@@ -44,22 +50,37 @@ def _driver_package(name: str) -> bool:
     return bool(_DRIVER_PACKAGE.fullmatch(name) or _RPM_DRIVER_PACKAGE.fullmatch(name))
 
 
+def _branch_version(installed: list[tuple[str, str]]) -> str | None:
+    """The one driver version that numbered packages of its own branch agree on, or None."""
+    found: set[str] = set()
+    for name, version in installed:
+        branch = _BRANCH_PACKAGE.fullmatch(name)
+        driver = _DRIVER_VERSION.match(version) if branch else None
+        if branch and driver and driver.group(1).split(".")[0] == branch.group(1):
+            found.add(driver.group(1))
+    return found.pop() if len(found) == 1 else None
+
+
 def parse_packages(text: str) -> HostFacts:
     """The driver's version from its package, and the Container Toolkit's."""
     facts = HostFacts()
-    for name, version in _installed(text):
+    installed = _installed(text)
+    for name, version in installed:
         if _driver_package(name) and facts.driver.version is None:
             driver = _DRIVER_VERSION.match(version)
             facts.driver.version = driver.group(1) if driver else None
         elif name == "nvidia-container-toolkit" and facts.containers.toolkit_version is None:
             toolkit = _TOOLKIT_VERSION.match(version)
             facts.containers.toolkit_version = toolkit.group(1) if toolkit else None
+    facts.driver.version = facts.driver.version or _branch_version(installed)
     return facts
 
 
 def detect_packages(text: str) -> bool:
-    return any(
-        _driver_package(name) or name == "nvidia-container-toolkit" for name, _ in _installed(text)
+    installed = _installed(text)
+    return (
+        any(_driver_package(name) or name == "nvidia-container-toolkit" for name, _ in installed)
+        or _branch_version(installed) is not None
     )
 
 

@@ -1,0 +1,63 @@
+"""neofetch's summary: the GPUs on its "GPU:" lines.
+
+neofetch prints one "GPU: " line per GPU beside its ASCII art, the name from lspci with the
+vendor's short name first, and the memory as "used / total" in MiB (dylanaraps/neofetch#876):
+
+       /ssssssssssshdmNNNNmyNMMMMhssssss/      GPU: NVIDIA GeForce GT 520
+        .ossssssssssssssssssdMMMNysssso.       Memory: 1583MiB / 7979MiB
+
+Only the first run of GPU lines is read (an issue may paste the summary twice); other tools'
+"GPU:" lines (fastfetch's "Memory: 5.06 GiB / 31.27 GiB") do not count. No driver version.
+"""
+
+from __future__ import annotations
+
+import re
+
+from checks.facts.model import Gpu, HostFacts
+from checks.facts.parsers import Format
+from checks.facts.probe import Probe
+
+_GPU = re.compile(
+    r"(?:^|[ \t])GPU\d{0,2}: ((?:NVIDIA|GeForce|Quadro|Tesla|TITAN)\b[^\n]{1,120})$", re.MULTILINE
+)
+_ANY_GPU = re.compile(r"(?:^|[ \t])GPU\d{0,2}: ", re.MULTILINE)
+_MEMORY = re.compile(r"(?:^|[ \t])Memory: \d{1,9}MiB / \d{1,9}MiB[ \t]*$", re.MULTILINE)
+
+
+def _names(text: str) -> list[str]:
+    """The NVIDIA names of the first run of consecutive GPU lines."""
+    names: list[str] = []
+    last = -2
+    for number, line in enumerate(text.split("\n")):
+        found = _ANY_GPU.search(line)
+        if found is None:
+            continue
+        if names and number != last + 1:
+            break
+        last = number
+        gpu = _GPU.match(line, found.start())
+        if gpu is not None:
+            names.append(gpu.group(1).strip())
+    return names
+
+
+def parse_neofetch(text: str) -> HostFacts:
+    """One Gpu per NVIDIA GPU line of neofetch's summary."""
+    facts = HostFacts()
+    if _MEMORY.search(text) is None:
+        return facts
+    for name in _names(text):
+        cut = name.endswith(("...", "…")) or name.count("[") != name.count("]")
+        facts.gpus.append(Gpu(name=None if cut else name))
+    return facts
+
+
+def detect_neofetch(text: str) -> bool:
+    return _MEMORY.search(text) is not None and bool(_names(text))
+
+
+FORMATS = [Format("neofetch", detect_neofetch, parse_neofetch)]
+
+# No probe: nvidia-smi and NVML name the GPUs; neofetch is for pasted output.
+PROBES: list[Probe] = []
