@@ -1,7 +1,9 @@
 """pyinfra operations the service roles share: secret files, and one unit per service kept in step.
 
 Units of services no longer planned are stopped and removed with their EnvironmentFiles; a unit
-restarts only when it, its EnvironmentFile or what it runs changed.
+restarts only when it, its EnvironmentFile or what it runs changed. On-demand servers (a socket
+and systemd-socket-proxyd in front of each) are refused, before anything is written, on a host
+that cannot run them: without systemd-socket-proxyd, or with a systemd older than 246.
 """
 
 from __future__ import annotations
@@ -10,13 +12,16 @@ import hashlib
 import posixpath
 import re
 import shlex
-from collections.abc import Generator, Mapping
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass
 from io import StringIO
-from typing import Any
+from typing import Any, Protocol
 
+from pyinfra import logger
 from pyinfra.api.command import FileUploadCommand, QuoteString, StringCommand
+from pyinfra.api.host import Host
 from pyinfra.api.operation import operation
-from pyinfra.context import host
+from pyinfra.context import ctx_host, host, state
 from pyinfra.facts.files import Directory, File, FindFiles, Sha1File
 from pyinfra.facts.server import Command
 from pyinfra.operations import files, server, systemd
@@ -27,6 +32,12 @@ from provision.settings.read import NAME
 
 UNITS = "/etc/systemd/system"
 STAGING = ".upload"  # the 0700 folder secret files are uploaded into, beside them
+# Where systemd installs systemd-socket-proxyd: merged /usr first, then a split /usr.
+PROXYD_PATHS = ("/usr/lib/systemd/systemd-socket-proxyd", "/lib/systemd/systemd-socket-proxyd")
+# systemd-socket-proxyd gained --exit-idle-time= in systemd 246 (NEWS, "CHANGES WITH 246"):
+# https://github.com/systemd/systemd/blob/main/NEWS. Everything else the on-demand units use
+# (StopWhenUnneeded=, Conflicts=, ExecStartPost=, StartLimitIntervalSec=, Service=) is older.
+ON_DEMAND_SYSTEMD = 246
 
 
 def systemd_version() -> int:
@@ -166,11 +177,59 @@ def converge(
 
 
 def socket_proxyd() -> str:
-    """systemd-socket-proxyd's path on the host (merged /usr or not)."""
-    for path in ("/usr/lib/systemd/systemd-socket-proxyd", "/lib/systemd/systemd-socket-proxyd"):
-        if host.get_fact(File, path=path):
-            return path
-    return "/usr/lib/systemd/systemd-socket-proxyd"
+    """systemd-socket-proxyd's path on the host (merged /usr or not); "" when it has none."""
+    return next((path for path in PROXYD_PATHS if host.get_fact(File, path=path)), "")
+
+
+def on_demand_problem(
+    name: str, field: str, servers: Sequence[str], version: int, proxyd: str
+) -> str:
+    """Why host `name` cannot run the on-demand `servers` of `field` ("" when it can): its
+    systemd (`version`, 0 when unknown) is older than 246, or it has no systemd-socket-proxyd
+    (`proxyd` is ""). The Ansible roles' asserts word it alike (tests/test_on_demand_refusal.py)."""
+    which = f"{field} ({', '.join(servers)})"
+    if 0 < version < ON_DEMAND_SYSTEMD:
+        return (
+            f"{name}: on-demand servers need systemd >= {ON_DEMAND_SYSTEMD}, where"
+            f" systemd-socket-proxyd has --exit-idle-time=; this host has systemd {version}."
+            f" Upgrade systemd, or make {which} resident (residency: resident, no swap_group)"
+        )
+    if not proxyd:
+        return (
+            f"{name}: on-demand servers need systemd-socket-proxyd, and this host has none at"
+            f" {' or '.join(PROXYD_PATHS)}. Install it (Debian and Ubuntu ship it in the"
+            f" systemd package; some minimal images leave it out), or make {which} resident"
+            " (residency: resident, no swap_group)"
+        )
+    return ""
+
+
+def refuse(message: str) -> None:
+    """Fail this host while its operations are planned: nothing is written to it."""
+    host.log_styled(message, fg="red", log_func=logger.error)
+    state.fail_hosts({_current()})  # type: ignore[no-untyped-call]
+
+
+def _current() -> Host:
+    """The host whose operations are being planned (pyinfra's context, not its proxy)."""
+    found: Host = ctx_host.get()  # type: ignore[no-untyped-call]
+    return found
+
+
+def on_demand_proxyd(field: str, servers: Sequence[str]) -> str | None:
+    """systemd-socket-proxyd's path for the on-demand `servers` of `field` ("" when there are
+    none: nothing is read), or None when this host cannot run them. Then the host fails, saying
+    why once (a host that already failed is not told again), before anything is written."""
+    if not servers:
+        return ""
+    if _current() in state.failed_hosts:
+        return None
+    proxyd = socket_proxyd()
+    problem = on_demand_problem(host.name, field, servers, systemd_version(), proxyd)
+    if problem:
+        refuse(problem)
+        return None
+    return proxyd
 
 
 def on_demand_variables(
@@ -201,3 +260,87 @@ def socket_units(variables: Mapping[str, Any]) -> tuple[Any, Any]:
             files.put(name=f"Unit {name}", src=StringIO(text), dest=f"{UNITS}/{name}", mode="644")
         )
     return out[0], out[1]
+
+
+class Served(Protocol):
+    """A llama.cpp profile or a vLLM replica, as the service steps read it."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def unit(self) -> str: ...
+
+    @property
+    def socket_unit(self) -> str: ...
+
+    @property
+    def proxy_unit(self) -> str: ...
+
+    @property
+    def on_demand(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One server of a role with its rendered EnvironmentFile and unit, and its settings (an
+    asdict() form) for the socket and proxy templates."""
+
+    server: Served
+    settings: Mapping[str, Any]
+    env: str
+    unit: str
+
+
+@dataclass(frozen=True)
+class Role:
+    """What the service steps of the llama_server and vllm roles differ in."""
+
+    what: str  # "llama.cpp server": names one in its socket's and proxy's descriptions
+    kind: str  # "profile": names one in converge's operations
+    servers: str  # "servers": names them in the readiness wait's operation
+    pattern: str  # "gpuprov-llama-*": every unit of the role
+    config_dir: str  # where their EnvironmentFiles go
+    wait_ready: tuple[str, str]  # the readiness wait of on-demand servers: source, destination
+
+
+def serve(role: Role, planned: Sequence[Planned], proxyd: str, restart_all: bool = False) -> None:
+    """Each server's EnvironmentFile (0600) and unit, an on-demand one's proxy and socket too
+    (`proxyd` from on_demand_proxyd), then converge: resident units run (restarted when theirs
+    changed, or all with `restart_all`), sockets run, and what is no longer planned goes."""
+    on_demand = [p.server for p in planned if p.server.on_demand]
+    if on_demand:
+        files.put(
+            name=f"Install the readiness wait of on-demand {role.servers}",
+            src=role.wait_ready[0],
+            dest=role.wait_ready[1],
+            mode="755",
+            create_remote_dir=True,
+        )
+    changed: dict[str, bool] = {}
+    demand: dict[str, bool] = {}
+    for p in planned:
+        s = p.server
+        env_op = put_secret(
+            f"EnvironmentFile of {s.name} (0600)", p.env, f"{role.config_dir}/{s.name}.env"
+        )
+        unit_op = files.put(
+            name=f"Unit {s.unit}", src=StringIO(p.unit), dest=f"{UNITS}/{s.unit}", mode="644"
+        )
+        if not s.on_demand:
+            changed[s.unit] = bool(env_op.changed or unit_op.changed)
+            continue
+        proxy_op, socket_op = socket_units(
+            on_demand_variables(s.unit, role.what, p.settings, proxyd)
+        )
+        demand[s.unit] = bool(env_op.changed or unit_op.changed or proxy_op.changed)
+        changed[s.socket_unit] = bool(socket_op.changed)
+    converge(
+        changed,
+        role.pattern,
+        role.kind,
+        role.config_dir,
+        restart_all=restart_all,
+        on_demand=demand,
+        proxies={s.proxy_unit for s in on_demand},
+    )

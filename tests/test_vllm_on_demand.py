@@ -471,6 +471,9 @@ def vllm_role(
     calls: list[dict[str, Any]] = []
     record = lambda **kwargs: calls.append(kwargs)  # noqa: E731
     monkeypatch.setattr(units, "systemd", SimpleNamespace(service=record, daemon_reload=record))
+    # a host that can run on-demand units, whatever systemd this machine has
+    monkeypatch.setattr(units, "systemd_version", lambda: 252)
+    monkeypatch.setattr(units, "socket_proxyd", lambda: "/usr/lib/systemd/systemd-socket-proxyd")
     name = "gpuprov_roles.vllm"
     module = sys.modules.get(name)
     if module is None:

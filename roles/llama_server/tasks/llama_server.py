@@ -4,14 +4,14 @@ One unit per profile. A server restarts only when its unit, its EnvironmentFile 
 changed; units of profiles no longer in the inventory are stopped and removed, with their
 EnvironmentFiles. When llama.cpp was just built (or `current` switched), the new binary's --help
 is checked against every profile's arguments first: an argument it refuses fails the host before
-any unit is written (`apply --force` skips the check, as it overrides the gate).
+any unit is written (`apply --force` skips the check, as it overrides the gate). A host that cannot
+run the on-demand profiles (no systemd-socket-proxyd, systemd before 246) fails before anything
+is written, whatever --force says (provision/units.py on_demand_proxyd).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from io import StringIO
-from typing import Any
 
 from pyinfra import logger
 from pyinfra.api.command import StringCommand
@@ -54,6 +54,10 @@ def check_arguments(state: State, host: Host, plan: HostPlan) -> bool:
 @deploy("llama.cpp servers")
 def llama_server(plan: HostPlan, binary: OperationMeta | None) -> None:
     v = plan.variables
+    on_demand = [p for p in plan.stack.profiles if p.on_demand]
+    proxyd = units.on_demand_proxyd("llama_server_profiles", [p.name for p in on_demand])
+    if proxyd is None:  # the host cannot run them: it failed, saying why
+        return
     if binary is not None and not plan.force:
         python.call(
             name="Check the profiles' arguments against the new llama-server",
@@ -71,19 +75,8 @@ def llama_server(plan: HostPlan, binary: OperationMeta | None) -> None:
     config_dir = v["llama_server_config_dir"]
     files.directory(name="Server config folder", path=config_dir, mode="755")
     facts = units.unit_facts()
-    on_demand = [p for p in plan.stack.profiles if p.on_demand]
-    extra: dict[str, Any] = {}
-    if on_demand:
-        files.put(
-            name="Install the readiness wait of on-demand servers",
-            src=str(FILES / "gpuprov-wait-ready.py"),
-            dest=v["llama_server_wait_ready"],
-            mode="755",
-            create_remote_dir=True,
-        )
-        extra["llama_server_socket_proxyd"] = units.socket_proxyd()
-    changed: dict[str, bool] = {}
-    demand: dict[str, bool] = {}
+    extra = {"llama_server_socket_proxyd": proxyd} if on_demand else {}
+    planned = []
     for p in plan.stack.profiles:
         profile = dataclasses.asdict(p)
         env = templates.render(
@@ -92,40 +85,19 @@ def llama_server(plan: HostPlan, binary: OperationMeta | None) -> None:
             profile=profile,
             api_key=plan.secrets.get(p.name, ""),
         )
-        env_op = units.put_secret(
-            f"EnvironmentFile of {p.name} (0600)", env, f"{config_dir}/{p.name}.env"
-        )
         peers = residency.swap_peers(p, on_demand)
         variables = {**v, **facts, **extra, "llama_server_swap_peers": peers}
-        unit_op = _unit(
-            p.unit,
-            templates.render(
-                "llama_server", "llama-server.service.j2", profile=profile, **variables
-            ),
+        unit = templates.render(
+            "llama_server", "llama-server.service.j2", profile=profile, **variables
         )
-        if not p.on_demand:
-            changed[p.unit] = bool(env_op.changed or unit_op.changed)
-            continue
-        proxy_op, socket_op = units.socket_units(
-            units.on_demand_variables(p.unit, WHAT, profile, extra["llama_server_socket_proxyd"])
-        )
-        demand[p.unit] = bool(env_op.changed or unit_op.changed or proxy_op.changed)
-        changed[p.socket_unit] = bool(socket_op.changed)
-    units.converge(
-        changed,
-        "gpuprov-llama-*",
-        "profile",
-        config_dir,
-        restart_all=binary is not None,
-        on_demand=demand,
-        proxies={p.proxy_unit for p in on_demand},
-    )
+        planned.append(units.Planned(p, profile, env, unit))
+    units.serve(_role(plan), planned, proxyd, restart_all=binary is not None)
 
 
-def _unit(name: str, text: str) -> Any:
-    return files.put(
-        name=f"Unit {name}", src=StringIO(text), dest=f"{units.UNITS}/{name}", mode="644"
-    )
+def _role(plan: HostPlan) -> units.Role:
+    wait = (str(FILES / "gpuprov-wait-ready.py"), plan.variables["llama_server_wait_ready"])
+    config_dir = plan.variables["llama_server_config_dir"]
+    return units.Role(WHAT, "profile", "servers", "gpuprov-llama-*", config_dir, wait)
 
 
 @deploy("llama.cpp servers removed")

@@ -6,14 +6,14 @@ any unit starts: a container that would die with "unsatisfied condition" or Erro
 A replica restarts only when its unit or EnvironmentFile changed; replicas no longer in the
 inventory are stopped and removed, with their EnvironmentFiles. An on-demand replica gets a
 socket and a proxy unit too (llama_server's templates, as its on-demand profiles do) and is never
-started here: the first connection starts it.
+started here: the first connection starts it. A host that cannot run the on-demand replicas (no
+systemd-socket-proxyd, systemd before 246) fails before anything is written.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import shlex
-from io import StringIO
 
 from pyinfra.api.command import StringCommand
 from pyinfra.api.deploy import deploy
@@ -53,9 +53,11 @@ def vllm(plan: HostPlan) -> None:
     v = plan.variables
     settings = plan.stack.vllm
     image = plan.gate.image
-    changed: dict[str, bool] = {}
-    demand: dict[str, bool] = {}
     on_demand = [r for r in settings.replicas if r.on_demand]
+    proxyd = units.on_demand_proxyd("vllm_replicas", [r.name for r in on_demand])
+    if proxyd is None:  # the host cannot run them: it failed, saying why
+        return
+    planned = []
     if settings.replicas:
         files.directory(name="Replica config folder", path=settings.config_dir, mode="755")
         files.directory(name="Model cache", path=settings.model_cache, mode="755")
@@ -70,16 +72,6 @@ def vllm(plan: HostPlan) -> None:
                 name=f"Check {image} against the driver", function=preflight, plan=plan, image=image
             )
         facts = units.unit_facts()
-        proxyd = ""
-        if on_demand:
-            files.put(
-                name="Install the readiness wait of on-demand replicas",
-                src=str(WAIT_READY),
-                dest=v["vllm_wait_ready"],
-                mode="755",
-                create_remote_dir=True,
-            )
-            proxyd = units.socket_proxyd()
         for r in settings.replicas:
             replica = dataclasses.asdict(r)
             env = templates.render(
@@ -88,9 +80,6 @@ def vllm(plan: HostPlan) -> None:
                 replica=replica,
                 hf_token=plan.secrets.get(f"vllm/{r.name}/HF_TOKEN", ""),
                 api_key=plan.secrets.get(f"vllm/{r.name}/VLLM_API_KEY", ""),
-            )
-            env_op = units.put_secret(
-                f"EnvironmentFile of {r.name} (0600)", env, f"{settings.config_dir}/{r.name}.env"
             )
             unit = templates.render(
                 "vllm",
@@ -101,24 +90,10 @@ def vllm(plan: HostPlan) -> None:
                 **v,
                 **facts,
             )
-            dest = f"{units.UNITS}/{r.unit}"
-            unit_op = files.put(name=f"Unit {r.unit}", src=StringIO(unit), dest=dest, mode="644")
-            if not r.on_demand:
-                changed[r.unit] = bool(env_op.changed or unit_op.changed)
-                continue
-            proxy_op, socket_op = units.socket_units(
-                units.on_demand_variables(r.unit, WHAT, replica, proxyd)
-            )
-            demand[r.unit] = bool(env_op.changed or unit_op.changed or proxy_op.changed)
-            changed[r.socket_unit] = bool(socket_op.changed)
-    units.converge(
-        changed,
-        "gpuprov-vllm-*",
-        "replica",
-        settings.config_dir,
-        on_demand=demand,
-        proxies={r.proxy_unit for r in on_demand},
-    )
+            planned.append(units.Planned(r, replica, env, unit))
+    wait = (str(WAIT_READY), v["vllm_wait_ready"])
+    role = units.Role(WHAT, "replica", "replicas", "gpuprov-vllm-*", settings.config_dir, wait)
+    units.serve(role, planned, proxyd)
 
 
 @deploy("vLLM replicas removed")
