@@ -1,0 +1,123 @@
+"""Hand-written environment lists: "GPU: NAME", "Driver: VERSION", "CUDA Version: X.Y" lines.
+
+Issue templates ask for the environment and people answer with a list of their own, often in
+markdown (vllm-project/vllm#15081, Syllo/nvtop#426, vllm-project/vllm#24383), or print NVML's
+answers by hand (XuehaiPan/nvitop#208):
+
+    GPU: NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition, 97,887 MiB
+    PCI device/subsystem: 10de:2bb4, 1028:204c
+    Driver: 580.173.02
+    *   **Product Name**: NVIDIA RTX PRO 6000 Blackwell Server Edition
+    NVIDIA Driver: 580.95.05
+    device : NVIDIA GB10
+
+Only known keys count, each with a strict value shape: a GPU is an NVIDIA name (cut before a
+comma, a bracket or its memory; "2x NAME" and "NAME x2" are two), a driver is NVIDIA's
+NNN.NN[.NN], the CUDA version only under nvidia-smi's own "CUDA Version" key (a bare "CUDA: 12.8"
+may be the toolkit's), a PCI id only NVIDIA's 10de:XXXX. A list counts when it states two of these
+facts; a lone line stays unread. nvidia-smi -q's padded "Product Name   : " lines are its
+parser's, not this one's.
+"""
+
+from __future__ import annotations
+
+import re
+
+from checks.facts.model import Gpu, HostFacts
+from checks.facts.parsers import Format
+from checks.facts.probe import Probe
+
+_LINE = re.compile(
+    r"^[ \t]{0,8}(?:[-*+][ \t]{1,4})?(?:\*\*)?([A-Za-z][A-Za-z/-]{0,20}(?: [A-Za-z/-]{1,20}){0,4})"
+    r"(?:\*\*)?[ \t]{0,2}:"
+    r"(?:\*\*)?[ \t]{1,8}([^\n]{1,300})$",
+    re.MULTILINE,
+)
+_GPU_KEYS = {
+    "gpu",
+    "gpus",
+    "gpu model",
+    "gpu name",
+    "graphics card",
+    "hardware",
+    "product name",
+    "device",
+    "video card",
+}
+_DRIVER_KEYS = {
+    "driver",
+    "driver version",
+    "nvidia driver",
+    "nvidia driver version",
+    "gpu driver",
+    "gpu driver version",
+    "display driver",
+}
+_CUDA_KEYS = {"cuda version"}
+_PCI_KEYS = {"pci device/subsystem", "pci id", "pci device id", "pci device"}
+
+_TIMES = r"[ \t]?[x\u00d7][ \t]?"  # "2x", "2 x", and with the multiplication sign
+_COUNT = re.compile(rf"(?:(\d{{1,2}}){_TIMES})?((?:NVIDIA|GeForce|Quadro|Tesla|TITAN)\b.*)")
+_NAME_END = re.compile(
+    rf",|[ \t]\(|[ \t]{_TIMES}\d|[ \t]+\d{{1,4}}[ \t]?(?:GB|GiB|G)\b|[ \t]+with[ \t]|[ \t]{{2}}"
+)
+_COUNT_AFTER = re.compile(rf"[ \t]{_TIMES}(\d{{1,2}})\b")
+_DRIVER = re.compile(r"v?(\d{3}\.\d{1,3}(?:\.\d{1,3})?)(?![\d.])")
+_CUDA = re.compile(r"(\d{1,2}\.\d)(?![\d.])")
+_PCI = re.compile(r"10de:([0-9a-fA-F]{4})\b")
+_TRIM = "`*_ \t"
+
+
+def _entries(text: str) -> list[tuple[str, str]]:
+    """(key, value) of every list line, the key lower-cased with single spaces."""
+    return [
+        (" ".join(m.group(1).lower().split()), m.group(2).strip(_TRIM))
+        for m in _LINE.finditer(text)
+    ]
+
+
+def _gpus(value: str) -> list[Gpu]:
+    """The GPUs a GPU line names: none unless an NVIDIA name; "2x NAME" is two."""
+    found = _COUNT.fullmatch(value)
+    if found is None:
+        return []
+    end = _NAME_END.search(found.group(2))
+    name = found.group(2)[: end.start() if end else None].strip(_TRIM)
+    after = _COUNT_AFTER.match(found.group(2), end.start()) if end else None
+    count = int(found.group(1) or (after.group(1) if after else 1))
+    return [Gpu(name=name) for _ in range(count)] if name and 0 < count <= 16 else []
+
+
+def parse_env_list(text: str) -> HostFacts:
+    """The GPUs, driver, CUDA version and PCI ids a hand-written list states."""
+    facts = HostFacts()
+    pci: list[str] = []
+    for key, value in _entries(text):
+        if key in _GPU_KEYS:
+            facts.gpus.extend(_gpus(value))
+        elif key in _DRIVER_KEYS and facts.driver.version is None:
+            driver = _DRIVER.match(value)
+            facts.driver.version = driver.group(1) if driver else None
+        elif key in _CUDA_KEYS and facts.driver.cuda_version is None:
+            cuda = _CUDA.match(value)
+            facts.driver.cuda_version = cuda.group(1) if cuda else None
+        elif key in _PCI_KEYS:
+            device = _PCI.match(value)
+            if device:
+                pci.append(f"10de:{device.group(1).lower()}")
+    if len(pci) == len(facts.gpus):
+        for gpu, device_id in zip(facts.gpus, pci, strict=True):
+            gpu.pci_device_id = device_id
+    return facts
+
+
+def detect_env_list(text: str) -> bool:
+    facts = parse_env_list(text)
+    stated = [bool(facts.gpus), facts.driver.version, facts.driver.cuda_version]
+    return sum(1 for fact in stated if fact) >= 2
+
+
+FORMATS = [Format("environment list", detect_env_list, parse_env_list)]
+
+# No probe: written by people, not printed by a tool.
+PROBES: list[Probe] = []
