@@ -390,6 +390,8 @@ PLANTED = [
     (24, "CUDA error 804 at ggml-cuda.cu:5522", "forward-compat-804"),
     (61, "    self.cuda_graph.capture_end()", None),
     (62, "RuntimeError: CUDA error: out of memory", "cuda-graph-capture-oom"),
+    # The same line is the plain OOM too, which graph capture explains (and outranks).
+    (62, "RuntimeError: CUDA error: out of memory", "cuda-oom"),
     (118, "insmod: nvidia.ko: Required key not available", "module-key-rejected"),
     (119, "Failed to initialize NVML: Driver/library version mismatch", "nvml-mismatch"),
 ]
@@ -486,3 +488,20 @@ def test_50mb_log_keeps_bounded_state(tmp_path: Path, use_grep: bool) -> None:
     assert kept <= logscan.MAX_FACT_BYTES + logscan.MAX_LINE
     # Two fact lines per block were written; the buffer stopped well before the end.
     assert len(scan.fact_text) < blocks
+
+
+@pytest.mark.parametrize(
+    ("raw", "cleaned"),
+    [
+        ("Nov 23 20:22:01 gpubox ollama[911]: -> initialization error", "-> initialization error"),
+        ("Nov 23 20:22:01 gpubox kernel: NVRM: API mismatch", "NVRM: API mismatch"),
+        ("2025-11-23T20:22:01+0000 gpubox vllm[911]: symbol: _ZN3c10", "symbol: _ZN3c10"),
+        ("vllm-1  | symbol: _ZN3c10", "symbol: _ZN3c10"),
+        ("node01: -> initialization error", "-> initialization error"),
+        ("nvidia0: probe of 0000:01:00.0 failed", "nvidia0: probe of 0000:01:00.0 failed"),
+        ("GPU0: CUDA error: out of memory", "GPU0: CUDA error: out of memory"),
+        ("RuntimeError: CUDA error: out of memory", "RuntimeError: CUDA error: out of memory"),
+    ],
+)
+def test_clean_takes_collector_prefixes_off(raw: str, cleaned: str) -> None:
+    assert logscan.clean(raw) == cleaned

@@ -32,7 +32,8 @@ EVIDENCE = 3
 # ollama's "cuda driver library init failure" and ldconfig's "is not a symbolic link"; nvcc's
 # "Unsupported gpu architecture" pasted without "nvcc fatal"; both halves of an "...so: undefined
 # / symbol: _Z..." line wrapped in a paste; NCCL's INFO line of a kernel too large for the GPU's
-# shared memory; ggml's abort for a missing CUDA arch, which GGML_ABORT prints bare). Few,
+# shared memory; ggml's abort for a missing CUDA arch, which GGML_ABORT prints bare; CMake's "No
+# CMAKE_CUDA_COMPILER could be found", indented under its "CMake Error" line). Few,
 # specific anchors keep the prefilter fast: grep -F slows with every string added, a loop of
 # bytes.find pays one pass per anchor, and every candidate line is matched against every
 # signature (so not "NVRM", which prefixes every line of a driver's dmesg). The signatures' match
@@ -60,6 +61,7 @@ ANCHORS = (
     b"not compiled with any CUDA arch",
     b"API mismatch",
     b"/usr/lib/wsl/",
+    b"No CMAKE_CUDA_COMPILER",
 )
 # Lines worth handing to the fact parsers: they name drivers, GPUs, versions and images (and
 # ggml_cuda_init's "found N CUDA devices", which its device-line parser needs).
@@ -74,6 +76,17 @@ _PREFIXES = re.compile(
 )
 _TIMESTAMP = re.compile(
     r"^\s*(?:\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?\s+)"
+)
+# What a collector puts before every line: journald's and syslog's "Nov 23 20:22:01 host
+# unit[pid]: " (its "host unit[pid]: " alone once _TIMESTAMP took an ISO stamp off), docker
+# compose's "service-1  | " and pdsh's "host: " (a host name with a digit, as checks.facts.capture
+# reads it; never "nvidia0: " or "GPU0: "). Multi-line signatures anchor at the line's start, so
+# they need it gone.
+_COLLECTOR = re.compile(
+    r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]{1,64} [\w.@/-]{1,64}(?:\[\d{1,10}\])?: "
+    r"|[\w.-]{1,64} [\w.@/-]{1,64}\[\d{1,10}\]: "
+    r"|[\w.-]{0,60}[-_]\d{1,4} {1,40}\| "
+    r"|(?!(?i:nvidia|nvrm|gpu|cuda|device))(?=[A-Za-z0-9.-]{0,62}\d)[A-Za-z0-9.-]{1,63}: )"
 )
 
 
@@ -196,9 +209,10 @@ def explained_by_closure(
 
 
 def clean(line: str) -> str:
-    """A log line without colour codes, quote marks, timestamps and worker/level prefixes."""
+    """A log line without colour codes, quote marks, timestamps, collectors' and worker/level
+    prefixes."""
     line = _ANSI.sub("", line).rstrip("\r\n")
-    line = _TIMESTAMP.sub("", line)
+    line = _COLLECTOR.sub("", _TIMESTAMP.sub("", line), count=1)
     return _PREFIXES.sub("", line, count=1).strip("` \t")
 
 
