@@ -90,7 +90,10 @@ def clean(text: str) -> str:
     text = _ENTITY.sub(lambda m: _ENTITIES[m.group(1)], text)
     text = _QUOTE.sub("", text)
     text = _TAGS.sub("", text)
-    text = _dedent(_without_services(_STAMP.sub("", text)))
+    # Outside in: a collector's prefix may wrap another's (journald over docker compose, an
+    # indented block of compose output), so each comes off before the next is looked for.
+    text = _dedent(_LOG_PREFIX.sub("", _STAMP.sub("", text)))
+    text = _dedent(_without_services(_without_services(text)))
     return _LOG_PREFIX.sub("", _LOG_PREFIX.sub("", text))
 
 
