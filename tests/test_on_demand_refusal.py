@@ -34,6 +34,7 @@ from provision.gate import HostGate
 from provision.hostplan import HostPlan
 from tests.support import ansible_play
 from tests.test_ansible_gate import RTX5090, env, run
+from tests.test_llama_server_role import operation_names as names
 
 ROOT = Path(__file__).resolve().parent.parent
 PLAYBOOK = ROOT / ".venv" / "bin" / "ansible-playbook"
@@ -118,15 +119,6 @@ def plan_of(tmp_path: Path, **data: Any) -> HostPlan:
     verdict = HostGate("@local", HostFacts())
     verdict.image, verdict.image_present = "vllm/vllm-openai:v0.21.0", True
     return HostPlan("@local", stack.from_data(data), stack.variables(data), verdict)
-
-
-def names(state: State) -> list[str]:
-    host = state.inventory.get_host("@local")
-    return [
-        sorted(state.get_op_meta(op).names)[0].rsplit(" | ", 1)[-1]
-        for op in state.get_op_order()
-        if state.ops[host].get(op) is not None
-    ]
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
-"""The corpus again, pasted the other ways people paste: every real crash log and capture, wrapped in
-the prefixes and layouts that reach issue threads, must give the same top diagnosis and the same facts
-as the text itself does.
+"""The corpus again, pasted the other ways people paste: every real crash log and capture,
+wrapped in the prefixes and layouts that reach issue threads, must give the same top diagnosis and
+the same facts as the text itself does.
 
 The shapes come from threads (each named where it first showed up in the corpus or a signature's
 sources): journald and `journalctl -o short-iso` prefixes, pdsh's `host: `, docker compose's
