@@ -33,7 +33,10 @@ EVIDENCE = 3
 # "Unsupported gpu architecture" pasted without "nvcc fatal"; both halves of an "...so: undefined
 # / symbol: _Z..." line wrapped in a paste; NCCL's INFO line of a kernel too large for the GPU's
 # shared memory; ggml's abort for a missing CUDA arch, which GGML_ABORT prints bare; CMake's "No
-# CMAKE_CUDA_COMPILER could be found", indented under its "CMake Error" line). Few,
+# CMAKE_CUDA_COMPILER could be found", indented under its "CMake Error" line; a cuDNN, bitsandbytes
+# or TensorRT library the loader names ("Unable to load any of {libcudnn_ops.so.9...}", "...
+# libbitsandbytes_cuda128.dll", "...this version of TensorRT") in warnings without an error word;
+# PyTorch's cudaMallocAsync OOM, pasted without its exception name). Few,
 # specific anchors keep the prefilter fast: grep -F slows with every string added, a loop of
 # bytes.find pays one pass per anchor, and every candidate line is matched against every
 # signature (so not "NVRM", which prefixes every line of a driver's dmesg). The signatures' match
@@ -62,12 +65,19 @@ ANCHORS = (
     b"API mismatch",
     b"/usr/lib/wsl/",
     b"No CMAKE_CUDA_COMPILER",
+    b"cudnn_",
+    b"libbitsandbytes_cuda",
+    b"version of TensorRT",
+    b"would exceed allowed memory",
 )
 # Lines worth handing to the fact parsers: they name drivers, GPUs, versions and images (and
 # ggml_cuda_init's "found N CUDA devices", which its device-line parser needs).
 FACT_ANCHORS = (b"NVIDIA", b"ersion", b"apabilit", b"ARCHS", b"docker run", b"CUDA devices")
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+# Typographic quotes (U+2018/U+2019, U+201C/U+201D) as editors and issue pages curl them made
+# plain, so a signature spells "'" and '"' once; one translate pass over the line stays linear.
+_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
 _PREFIXES = re.compile(
     r"^(?:\s*(?:>\s?)+)?"  # quote marks from pasted issues
     r"(?:\s*\((?:VllmWorker|EngineCore|APIServer|EngineCore_\w*|Worker\w*|RayWorker\w*)[^)]*\)\s*)?"
@@ -210,8 +220,8 @@ def explained_by_closure(
 
 def clean(line: str) -> str:
     """A log line without colour codes, quote marks, timestamps, collectors' and worker/level
-    prefixes."""
-    line = _ANSI.sub("", line).rstrip("\r\n")
+    prefixes, its typographic quotes made plain."""
+    line = _ANSI.sub("", line).rstrip("\r\n").translate(_QUOTES)
     line = _COLLECTOR.sub("", _TIMESTAMP.sub("", line), count=1)
     return _PREFIXES.sub("", line, count=1).strip("` \t")
 
