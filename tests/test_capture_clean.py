@@ -50,6 +50,18 @@ STRIPPED += [
     ("2025-11-23T20:22:01.123456789Z Driver Version: 580.95.05", "Driver Version: 580.95.05"),
     # a bracketed timestamp
     ("[2025-11-23 20:22:01] CUDA driver version: 12.3", "CUDA driver version: 12.3"),
+    # Python logging's "%(asctime)s - %(name)s - %(levelname)s - " (chatdoc-com/OCRFlux#70)
+    (
+        "2025-08-13 04:39:39,465 - __main__ - INFO - NVIDIA GeForce RTX 5090 with CUDA"
+        " capability sm_120 is not compatible with the current PyTorch installation.",
+        "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current"
+        " PyTorch installation.",
+    ),
+    (
+        "2025-08-13 04:39:39,318 - __main__ - INFO - INFO 08-13 04:39:39 cuda.py:229] Using"
+        " Flash Attention backend.",
+        "INFO 08-13 04:39:39 cuda.py:229] Using Flash Attention backend.",
+    ),
 ]
 
 KEPT = [
@@ -63,6 +75,9 @@ KEPT = [
     "<nvidia_smi_log>",
     "| NVIDIA-SMI 591.59                 Driver Version: 591.59         CUDA Version: 13.1     |",
     "AT&T and &c stay as typed",
+    # a message that only looks like Python logging's prefix: no milliseconds, no level
+    "2025-08-13 04:39:39 - __main__ - INFO - started",
+    "2025-08-13 04:39:39,465 - __main__ - NOTE - started",
 ]
 
 

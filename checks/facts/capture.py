@@ -1,10 +1,10 @@
 """Facts from captured outputs (`--from`): a facts or report JSON, or pasted command outputs.
 
 Pasted text is cleaned once (CRLF, ANSI colours, HTML entities, "> " quote prefixes, inline HTML
-tags, the prefixes journald, syslog, docker, kubectl, docker compose and log wrappers put before
-each line, the indent of an indented code block), cut to the first host of a pdsh, clush or
-ansible paste, and every known format that detects itself in it parses it; several files merge
-into one host.
+tags, the prefixes journald, syslog, docker, kubectl, docker compose, Python logging and log
+wrappers put before each line, the indent of an indented code block), cut to the first host of a
+pdsh, clush or ansible paste, and every known format that detects itself in it parses it; several
+files merge into one host.
 """
 
 from __future__ import annotations
@@ -51,6 +51,14 @@ _STAMP = re.compile(
     r"|\[\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\])[ \t]",
     re.MULTILINE,
 )
+# Python logging's "%(asctime)s - %(name)s - %(levelname)s - " (the format of the logging
+# HOWTO's examples; a wrapper that re-logs a server's output, chatdoc-com/OCRFlux#70):
+# "2025-08-13 04:39:39,465 - __main__ - INFO - ". Each run is bounded.
+_PYLOG = re.compile(
+    r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - [^\s]{1,255}"
+    r" - (?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL) - ",
+    re.MULTILINE,
+)
 # `docker compose logs` / `docker-compose up`: "service-1  | " before every line of a service.
 _SERVICE = re.compile(r"([A-Za-z0-9][\w.-]{0,62})[ \t]{1,40}\| ")
 
@@ -92,9 +100,9 @@ def clean(text: str) -> str:
     text = _TAGS.sub("", text)
     # Outside in: a collector's prefix may wrap another's (journald over docker compose, an
     # indented block of compose output), so each comes off before the next is looked for.
-    text = _dedent(_LOG_PREFIX.sub("", _STAMP.sub("", text)))
+    text = _dedent(_LOG_PREFIX.sub("", _PYLOG.sub("", _STAMP.sub("", text))))
     text = _dedent(_without_services(_without_services(text)))
-    return _LOG_PREFIX.sub("", _LOG_PREFIX.sub("", text))
+    return _LOG_PREFIX.sub("", _LOG_PREFIX.sub("", _PYLOG.sub("", text)))
 
 
 def _without_services(text: str) -> str:
