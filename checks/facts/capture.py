@@ -102,7 +102,8 @@ def clean(text: str) -> str:
     # indented block of compose output), so each comes off before the next is looked for.
     text = _dedent(_LOG_PREFIX.sub("", _PYLOG.sub("", _STAMP.sub("", text))))
     text = _dedent(_without_services(_without_services(text)))
-    return _LOG_PREFIX.sub("", _LOG_PREFIX.sub("", _PYLOG.sub("", text)))
+    text = _LOG_PREFIX.sub("", _LOG_PREFIX.sub("", _PYLOG.sub("", text)))
+    return _QUOTE.sub("", text)  # quote marks under a prefix ("host: > ...")
 
 
 def _without_services(text: str) -> str:

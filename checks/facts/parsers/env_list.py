@@ -11,18 +11,19 @@ answers by hand (XuehaiPan/nvitop#208):
     NVIDIA Driver: 580.95.05
     device : NVIDIA GB10
 
-Only known keys count, each with a strict value shape: a GPU is an NVIDIA name (cut before a
-comma, a bracket or its memory; "2x NAME" and "NAME x2" are two), a driver is NVIDIA's
-NNN.NN[.NN], the CUDA version only under nvidia-smi's own "CUDA Version" key (a bare "CUDA: 12.8"
-may be the toolkit's), a PCI id only NVIDIA's 10de:XXXX. A list counts when it states two of these
-facts; a lone line stays unread. nvidia-smi -q's padded "Product Name   : " lines are its
-parser's, not this one's.
+Only known keys count, each with a strict value shape: a GPU is an NVIDIA name or one the GPU
+catalogue knows ("L20"), cut before a comma, a bracket or its memory ("2x NAME" and "NAME x2"
+are two); a driver is NVIDIA's NNN.NN[.NN]; the CUDA version only under nvidia-smi's own "CUDA
+Version" key (a bare "CUDA: 12.8" may be the toolkit's); a PCI id only NVIDIA's 10de:XXXX. A
+list counts when it states two of these facts; a lone line stays unread. nvidia-smi -q's padded
+"Product Name   : " lines are its parser's, not this one's.
 """
 
 from __future__ import annotations
 
 import re
 
+from checks.facts import gpus
 from checks.facts.model import Gpu, HostFacts
 from checks.facts.parsers import Format
 from checks.facts.probe import Probe
@@ -57,6 +58,7 @@ _CUDA_KEYS = {"cuda version"}
 _PCI_KEYS = {"pci device/subsystem", "pci id", "pci device id", "pci device"}
 
 _TIMES = r"[ \t]?[x\u00d7][ \t]?"  # "2x", "2 x", and with the multiplication sign
+_KNOWN = re.compile(rf"(?:(\d{{1,2}}){_TIMES})?([A-Z][\w -]{{1,60}}.*)")
 _COUNT = re.compile(rf"(?:(\d{{1,2}}){_TIMES})?((?:NVIDIA|GeForce|Quadro|Tesla|TITAN)\b.*)")
 _NAME_END = re.compile(
     rf",|[ \t]\(|[ \t]{_TIMES}\d|[ \t]+\d{{1,4}}[ \t]?(?:GB|GiB|G)\b|[ \t]+with[ \t]|[ \t]{{2}}"
@@ -77,10 +79,14 @@ def _entries(text: str) -> list[tuple[str, str]]:
 
 
 def _gpus(value: str) -> list[Gpu]:
-    """The GPUs a GPU line names: none unless an NVIDIA name; "2x NAME" is two."""
+    """The GPUs a GPU line names: none unless an NVIDIA name or one the GPU catalogue knows
+    ("L20", "RTX 5070"); "2x NAME" is two."""
     found = _COUNT.fullmatch(value)
     if found is None:
-        return []
+        found = _KNOWN.fullmatch(value)
+        end = _NAME_END.search(value)
+        if found is None or gpus.lookup(value[: end.start() if end else None]) is None:
+            return []
     end = _NAME_END.search(found.group(2))
     name = found.group(2)[: end.start() if end else None].strip(_TRIM)
     after = _COUNT_AFTER.match(found.group(2), end.start()) if end else None

@@ -1,9 +1,12 @@
 """Ollama's server log: the GPUs it found, their capability, and the driver behind them.
 
 Its "inference compute" line names each GPU (`name=`, or `description=` since name became
-"CUDA0"), its `compute=` capability and the CUDA the driver supports (`driver=12.3`); with
-OLLAMA_DEBUG the path of the libcuda it loads carries the driver's version
-(libcuda.so.570.86.16). A journald or syslog prefix is taken off before (see capture.clean).
+"CUDA0"), its `compute=` capability and the CUDA the driver supports (`driver=12.3`); the GPU is
+`id=GPU-<uuid>`, or in newer releases a bare `id=1` beside its `pci_id=` (ollama/ollama#17766).
+With OLLAMA_DEBUG the path of the libcuda it loads carries the driver's version
+(libcuda.so.570.86.16). Its "NVIDIA driver too old" warning (discover/cuda_compat.go) names the
+GPU as `device=` and the driver's branch as `driver=535` (ollama/ollama#16415). A journald or
+syslog prefix is taken off before (see capture.clean).
 """
 
 from __future__ import annotations
@@ -24,7 +27,10 @@ _LIBCUDA = re.compile(
 _DRIVER_CUDA = re.compile(r"^CUDA driver version: (\d+\.\d+)[ \t]*$", re.MULTILINE)
 _UUID_CAPABILITY = re.compile(r"^\[(GPU-[0-9a-fA-F-]{8,})\] Compute Capability (\d+\.\d+)[ \t]*$")
 _GPU_MSGS = ('msg="inference compute"', 'msg="updating cuda memory data"')
+_TOO_OLD = 'msg="NVIDIA driver too old"'
+_BRANCH = re.compile(r"\d{3}(?:\.\d{1,3}){0,2}")
 _CC = re.compile(r"\d{1,2}\.\d")
+_BUS = re.compile(r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-9a-fA-F]")
 
 
 def _pairs(line: str) -> dict[str, str]:
@@ -45,15 +51,18 @@ def parse_ollama(text: str) -> HostFacts:
         library = _LIBCUDA.search(line)
         if library is not None and "compat" not in library.group(1):
             facts.driver.version = facts.driver.version or library.group(2)
+        if _TOO_OLD in line:
+            _too_old(facts, gpus, _pairs(line))
+            continue
         if not any(msg in line for msg in _GPU_MSGS):
             continue
         pairs = _pairs(line)
         if pairs.get("library", "cuda").lower() != "cuda":
             continue
-        uuid = pairs.get("id") or pairs.get("gpu")
-        if not uuid or not uuid.startswith("GPU-"):
+        found = _gpu(gpus, pairs)
+        if found is None:
             continue
-        gpu = gpus.setdefault(uuid, Gpu(uuid=uuid))
+        gpu = found
         name = pairs.get("description") or pairs.get("name")
         if name and not re.fullmatch(r"CUDA\d+", name):
             gpu.name = gpu.name or name
@@ -70,10 +79,34 @@ def parse_ollama(text: str) -> HostFacts:
     return facts
 
 
+def _gpu(gpus: dict[str, Gpu], pairs: dict[str, str]) -> Gpu | None:
+    """The GPU a line is about: by its UUID, or by the PCI address newer releases print beside a
+    bare index; None when the line names neither."""
+    uuid = pairs.get("id") or pairs.get("gpu") or ""
+    if uuid.startswith("GPU-"):
+        return gpus.setdefault(uuid, Gpu(uuid=uuid))
+    bus = pairs.get("pci_id", "")
+    if uuid.isdigit() and _BUS.fullmatch(bus):
+        return gpus.setdefault(bus, Gpu(index=int(uuid), pci_bus_id=bus))
+    return None
+
+
+def _too_old(facts: HostFacts, gpus: dict[str, Gpu], pairs: dict[str, str]) -> None:
+    """The "NVIDIA driver too old" warning: the GPU (unless already named) and the driver."""
+    name, driver = pairs.get("device", ""), pairs.get("driver", "")
+    if name.startswith("NVIDIA") and not any(g.name == name for g in gpus.values()):
+        gpu = gpus.setdefault(f"too old: {name}", Gpu(name=name))
+        compute = pairs.get("compute", "")
+        gpu.compute_capability = compute if _CC.fullmatch(compute) else None
+    if _BRANCH.fullmatch(driver):
+        facts.driver.version = facts.driver.version or driver
+
+
 def detect_ollama(text: str) -> bool:
-    return _MSG.search(text) is not None and (
-        any(msg in text for msg in _GPU_MSGS) or "libcuda.so." in text
-    )
+    return (
+        _MSG.search(text) is not None
+        and (any(msg in text for msg in _GPU_MSGS) or "libcuda.so." in text)
+    ) or _TOO_OLD in text
 
 
 FORMATS = [Format("ollama log", detect_ollama, parse_ollama)]
