@@ -69,6 +69,8 @@ ANCHORS = (
     b"libbitsandbytes_cuda",
     b"version of TensorRT",
     b"would exceed allowed memory",
+    b"non-NVML platform",
+    b"application-profiles-rc",
 )
 # Lines worth handing to the fact parsers: they name drivers, GPUs, versions and images (and
 # ggml_cuda_init's "found N CUDA devices", which its device-line parser needs).
