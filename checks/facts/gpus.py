@@ -15,6 +15,9 @@ from checks import packaged
 from checks.facts.model import HostFacts
 
 BRAND_CLASSES = ("consumer", "workstation", "datacenter", "embedded")
+# The words an NVIDIA GPU's name starts with as tools print it, a regex group for parsers that
+# find names in free text; each adds its own boundary ("NVIDIA-Nemotron" is a model, not a GPU).
+NAME_START = r"(?:NVIDIA|GeForce|Quadro|Tesla|TITAN)"
 ARCHITECTURES = (
     "Kepler",
     "Maxwell",

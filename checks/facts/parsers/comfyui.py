@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 
 from checks import versions
+from checks.facts import gpus
 from checks.facts.model import Gpu, HostFacts, PythonPackage
 from checks.facts.parsers import Format
 from checks.facts.probe import Probe
@@ -31,7 +32,7 @@ from checks.facts.probe import Probe
 _STAMP = r"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,6})? - )?"
 _DEVICE = re.compile(
     rf"^{_STAMP}(?:Device:|[ \t]{{0,4}}- \*\*Name:\*\*)[ \t]cuda:(\d{{1,2}})[ \t]"
-    r"((?:NVIDIA|GeForce|Quadro|Tesla|TITAN)\b[^\n:]{0,120}?)[ \t]:[ \t]?([A-Za-z]{0,40})[ \t]*$",
+    rf"({gpus.NAME_START}\b[^\n:]{{0,120}}?)[ \t]:[ \t]?([A-Za-z]{{0,40}})[ \t]*$",
     re.MULTILINE,
 )
 _TOTAL_MB = re.compile(rf"^{_STAMP}Total VRAM (\d{{1,7}}) MB, total RAM \d{{1,9}} MB[ \t]*$", re.M)

@@ -59,7 +59,7 @@ _PCI_KEYS = {"pci device/subsystem", "pci id", "pci device id", "pci device"}
 
 _TIMES = r"[ \t]?[x\u00d7][ \t]?"  # "2x", "2 x", and with the multiplication sign
 _KNOWN = re.compile(rf"(?:(\d{{1,2}}){_TIMES})?([A-Z][\w -]{{1,60}}.*)")
-_COUNT = re.compile(rf"(?:(\d{{1,2}}){_TIMES})?((?:NVIDIA|GeForce|Quadro|Tesla|TITAN)\b.*)")
+_COUNT = re.compile(rf"(?:(\d{{1,2}}){_TIMES})?({gpus.NAME_START}\b.*)")
 _NAME_END = re.compile(
     rf",|[ \t]\(|[ \t]{_TIMES}\d|[ \t]+\d{{1,4}}[ \t]?(?:GB|GiB|G)\b|[ \t]+with[ \t]|[ \t]{{2}}"
 )

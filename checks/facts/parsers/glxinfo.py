@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 
+from checks.facts import gpus
 from checks.facts.model import Gpu, HostFacts
 from checks.facts.parsers import Format
 from checks.facts.probe import Probe
@@ -40,12 +41,12 @@ _VERSION = re.compile(
 )
 _RENDERER = re.compile(
     _START + r"(?:OpenGL renderer string:|GL_RENDERER[ \t]{0,20}=)[ \t]{1,20}"
-    r"((?:NVIDIA |GeForce|Quadro|Tesla|TITAN)[^/\n`]{1,120})/(?:PCIe|PCI|AGP)/",
+    rf"({gpus.NAME_START}\b[^/\n`]{{1,120}})/(?:PCIe|PCI|AGP)/",
     re.MULTILINE,
 )
 
 _SUMMARY = re.compile(
-    r"^GPU: ((?:NVIDIA |GeForce|Quadro|Tesla|TITAN)[^\n]{1,120})\n"
+    rf"^GPU: ({gpus.NAME_START}\b[^\n]{{1,120}})\n"
     r"Driver: NVIDIA (\d{2,4}\.\d{1,3}(?:\.\d{1,3})?)[ \t]*$",
     re.MULTILINE,
 )

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 
+from checks.facts import gpus
 from checks.facts.model import Gpu, HostFacts
 from checks.facts.parsers import Format
 from checks.facts.probe import Probe
@@ -30,7 +31,7 @@ _INFO_NAME = re.compile(r'\{\s{0,200}"name"[ \t]{0,4}:[ \t]{0,4}"([^"\\\n]{1,200
 _GPU_NAMES = re.compile(r'"gpu_names"[ \t]{0,4}:[ \t]{0,4}\[([^\]]{0,4000})\]')
 _VRAM_KEY = re.compile(r'"vram_(?:recommended_capacity|unused)"[ \t]{0,4}:')
 _STRING = re.compile(r'"([^"\\\n]{1,200})"')
-_NVIDIA_NAME = re.compile(r"(?:NVIDIA|GeForce|Quadro|Tesla|TITAN) ")
+_NVIDIA_NAME = re.compile(rf"{gpus.NAME_START} ")
 
 
 def _names(text: str) -> list[str]:

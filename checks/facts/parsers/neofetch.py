@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import re
 
+from checks.facts import gpus
 from checks.facts.model import Gpu, HostFacts
 from checks.facts.parsers import Format
 from checks.facts.probe import Probe
 
-_GPU = re.compile(
-    r"(?:^|[ \t])GPU\d{0,2}: ((?:NVIDIA|GeForce|Quadro|Tesla|TITAN)\b[^\n]{1,120})$", re.MULTILINE
-)
+_GPU = re.compile(rf"(?:^|[ \t])GPU\d{{0,2}}: ({gpus.NAME_START}\b[^\n]{{1,120}})$", re.MULTILINE)
 _ANY_GPU = re.compile(r"(?:^|[ \t])GPU\d{0,2}: ", re.MULTILINE)
 _MEMORY = re.compile(r"(?:^|[ \t])Memory: \d{1,9}MiB / \d{1,9}MiB[ \t]*$", re.MULTILINE)
 

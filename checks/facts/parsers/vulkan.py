@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from checks.facts import gpus
 from checks.facts.model import Gpu, HostFacts
 from checks.facts.parsers import Format
 from checks.facts.probe import Probe
@@ -25,7 +26,7 @@ _GPU_HEADER = re.compile(r"^GPU(\d{1,3}):[ \t]*$", re.MULTILINE)
 # A new device starts where one of these repeats; the driver properties repeat in the
 # Vulkan 1.2 properties block of the same device.
 _FIRST = ("apiVersion", "driverVersion", "vendorID", "deviceName")
-_NVIDIA_NAME = re.compile(r"(?:NVIDIA|GeForce|Quadro|Tesla|TITAN)\b")
+_NVIDIA_NAME = re.compile(rf"{gpus.NAME_START}\b")
 _DRIVER_INFO = re.compile(r"\d{3}\.\d{1,3}(?:\.\d{1,3})?")
 _DECODED = re.compile(r"(\d{3,4})\.(\d{1,3})\.(\d{1,3})\.\d{1,3}(?: \(\d{1,10}\))?")
 _PACKED = re.compile(r"(\d{1,10}) \(0x[0-9a-fA-F]{1,8}\)")
