@@ -75,6 +75,7 @@ _ANSIBLE = re.compile(
     re.MULTILINE,
 )
 MIN_HOST_LINES = 3  # a host prefixes at least this many lines in a row somewhere
+PREFIX_LAYERS = 4  # prefixes wrapping prefixes that clean() takes off, at most
 
 
 class CaptureError(Exception):
@@ -96,14 +97,22 @@ def clean(text: str) -> str:
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = _ANSI.sub("", text)
     text = _ENTITY.sub(lambda m: _ENTITIES[m.group(1)], text)
-    text = _QUOTE.sub("", text)
     text = _TAGS.sub("", text)
-    # Outside in: a collector's prefix may wrap another's (journald over docker compose, an
-    # indented block of compose output), so each comes off before the next is looked for.
-    text = _dedent(_LOG_PREFIX.sub("", _PYLOG.sub("", _STAMP.sub("", text))))
-    text = _dedent(_without_services(_without_services(text)))
-    text = _LOG_PREFIX.sub("", _LOG_PREFIX.sub("", _PYLOG.sub("", text)))
-    return _QUOTE.sub("", text)  # quote marks under a prefix ("host: > ...")
+    # Outside in: a collector's prefix may wrap another's (journald over docker compose, quote
+    # marks or an indented block under a prefix), so prefixes come off a layer at a time.
+    for _ in range(PREFIX_LAYERS):
+        peeled = _peel(text)
+        if peeled == text:
+            break
+        text = peeled
+    return text
+
+
+def _peel(text: str) -> str:
+    """One layer of line prefixes off: quote marks, timestamps, log and compose prefixes, and
+    the indent of an indented block."""
+    text = _PYLOG.sub("", _STAMP.sub("", _QUOTE.sub("", text)))
+    return _dedent(_without_services(_LOG_PREFIX.sub("", text)))
 
 
 def _without_services(text: str) -> str:

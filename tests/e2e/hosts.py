@@ -86,6 +86,23 @@ def lock_held_by(host: Host, holder: str) -> Iterator[None]:
         host.run("kill -- -$(cat /run/gpuprov-other.pid); rm -f /run/gpuprov-other.pid")
 
 
+def unit_state(host: Host, unit: str) -> str:
+    """systemd's ActiveState of `unit` on the test host."""
+    return host.run(f"systemctl show -p ActiveState --value {unit}").strip()
+
+
+def wait_canary_idle(host: Host, unit: str) -> str:
+    """Waits until `unit` is stopped and the canary has called it idle; the canary's log."""
+    wait_for(f"{unit} idle", lambda: unit_state(host, unit) == "inactive", 60)
+
+    def canary_log() -> str:
+        return host.run("journalctl -q -u gpuprov-canary.service --no-pager -o cat", check=False)
+
+    called_idle = f"{unit}: idle (on demand"
+    wait_for("the canary calling it idle", lambda: called_idle in canary_log(), 30, step=1)
+    return canary_log()
+
+
 def wait_for(what: str, check: Callable[[], bool], timeout: float, step: float = 0.5) -> float:
     """Seconds until `check()` held; fails the test after `timeout`."""
     began = time.monotonic()

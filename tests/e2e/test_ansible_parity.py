@@ -29,7 +29,6 @@ from provision.testhost import hosts
 from tests.e2e.hosts import (
     ROOT,
     TINY_MODEL,
-    VLLM_BASE,
     Host,
     Inventory,
     apply,
@@ -37,7 +36,7 @@ from tests.e2e.hosts import (
     vendored_source,
     vllm_host,
 )
-from tests.e2e.test_apply_vllm import REPLICA
+from tests.e2e.test_apply_vllm import two_replicas
 from tests.support import ansible_play, standins
 
 pytestmark = pytest.mark.e2e
@@ -81,20 +80,6 @@ def llama_data(sdist: Path) -> dict[str, Any]:
         "nginx_lb_servers": ["127.0.0.1:8091"],
         "canary_interval": 5,
         "canary_timeout": 5,
-    }
-
-
-def vllm_data() -> dict[str, Any]:
-    return {
-        **VLLM_BASE,
-        "vllm_replicas": [
-            {**REPLICA, "name": "qwen-1", "port": 8500, "gpus": [0]},
-            {**REPLICA, "name": "qwen-2", "port": 8501, "gpus": [1]},
-        ],
-        "nginx_lb_enabled": True,
-        "nginx_lb_listen": 8400,
-        "canary_interval": 5,
-        "canary_timeout": 3,
     }
 
 
@@ -252,7 +237,7 @@ def vllm_pair(
 ) -> tuple[Host, Host, Inventory, Inventory]:
     folder = tmp_path_factory.mktemp("parity-vllm")
     pair = [vllm_host(testhost_factory, name) for name in ("e2e-par-gv", "e2e-par-av")]
-    data = vllm_data()
+    data = two_replicas()
     return (
         pair[0],
         pair[1],

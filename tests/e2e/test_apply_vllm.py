@@ -58,9 +58,9 @@ def host(testhost_factory: Callable[[str], hosts.TestHost]) -> Host:
     return vllm_host(testhost_factory, "e2e-vllm")
 
 
-@pytest.fixture(scope="module")
-def inventory(host: Host, tmp_path_factory: Any) -> Inventory:
-    base = {
+def two_replicas() -> dict[str, Any]:
+    """Two replicas, one per GPU, behind the balancer, with a quick canary."""
+    return {
         **VLLM_BASE,
         "vllm_replicas": [
             {**REPLICA, "name": "qwen-1", "port": 8500, "gpus": [0]},
@@ -71,7 +71,11 @@ def inventory(host: Host, tmp_path_factory: Any) -> Inventory:
         "canary_interval": 5,
         "canary_timeout": 3,
     }
-    return Inventory(tmp_path_factory.mktemp("inv") / "inventory.py", host.record, base)
+
+
+@pytest.fixture(scope="module")
+def inventory(host: Host, tmp_path_factory: Any) -> Inventory:
+    return Inventory(tmp_path_factory.mktemp("inv") / "inventory.py", host.record, two_replicas())
 
 
 @pytest.fixture(autouse=True)

@@ -26,7 +26,11 @@ from tests.e2e.hosts import (
     host_report,
     llama_host,
     vendored_source,
+    wait_canary_idle,
     wait_for,
+)
+from tests.e2e.hosts import (
+    unit_state as state,
 )
 
 pytestmark = pytest.mark.e2e
@@ -72,10 +76,6 @@ def complete(host: Host, port: int, timeout: int = 120) -> tuple[dict[str, Any],
 
 def servers(host: Host) -> int:
     return int(host.run("pgrep -c -x llama-server", check=False).strip() or 0)
-
-
-def state(host: Host, unit: str) -> str:
-    return host.run(f"systemctl show -p ActiveState --value {unit}").strip()
 
 
 def load_seconds(host: Host, unit: str) -> float:
@@ -172,14 +172,7 @@ def test_kill_9_during_a_swap_recovers(host: Host) -> None:
 
 
 def test_the_canary_never_restarts_what_was_stopped_on_purpose(host: Host) -> None:
-    wait_for("solo idle", lambda: state(host, "gpuprov-llama-solo.service") == "inactive", 60)
-
-    def idle_seen() -> bool:
-        log = host.run("journalctl -q -u gpuprov-canary.service --no-pager -o cat", check=False)
-        return "gpuprov-llama-solo.service: idle (on demand" in log
-
-    wait_for("the canary seeing solo idle", idle_seen, 30, step=1)
-    log = host.run("journalctl -q -u gpuprov-canary.service --no-pager -o cat")
+    log = wait_canary_idle(host, "gpuprov-llama-solo.service")
     for name in ("solo", "swap-a", "swap-b"):
         unit = f"gpuprov-llama-{name}.service"
         assert f"restarting {unit}" not in log and f"starting {unit} again" not in log, log

@@ -28,7 +28,11 @@ from tests.e2e.hosts import (
     gpuprov,
     host_report,
     vllm_host,
+    wait_canary_idle,
     wait_for,
+)
+from tests.e2e.hosts import (
+    unit_state as state,
 )
 
 pytestmark = pytest.mark.e2e
@@ -83,10 +87,6 @@ def complete(host: Host, port: int, timeout: int = 90) -> tuple[int, str, float]
             container = value.strip()
     status = code.split()[-1] if code.split() else "0"
     return int(status) if status.isdigit() else 0, container, float(seconds or 0)
-
-
-def state(host: Host, unit: str) -> str:
-    return host.run(f"systemctl show -p ActiveState --value {unit}").strip()
 
 
 def test_apply_installs_sockets_and_starts_no_replica(host: Host, inventory: Inventory) -> None:
@@ -155,13 +155,7 @@ def test_a_swap_group_runs_one_member_at_a_time(host: Host) -> None:
 
 
 def test_the_canary_calls_an_idle_replica_idle_and_never_starts_it(host: Host) -> None:
-    wait_for("solo idle", lambda: state(host, "gpuprov-vllm-solo.service") == "inactive", 60)
-
-    def idle_seen() -> bool:
-        log = host.run("journalctl -q -u gpuprov-canary.service --no-pager -o cat", check=False)
-        return "gpuprov-vllm-solo.service: idle (on demand" in log
-
-    wait_for("the canary seeing solo idle", idle_seen, 30, step=1)
+    wait_canary_idle(host, "gpuprov-vllm-solo.service")
     time.sleep(6)  # another canary run: it must not wake solo
     assert state(host, "gpuprov-vllm-solo.service") == "inactive"
     log = host.run("journalctl -q -u gpuprov-canary.service --no-pager -o cat")

@@ -45,8 +45,8 @@ def parse_ollama(text: str) -> HostFacts:
         line = line.strip()
         capability = _UUID_CAPABILITY.match(line)
         if capability is not None:
-            gpu = gpus.setdefault(capability.group(1), Gpu(uuid=capability.group(1)))
-            gpu.compute_capability = gpu.compute_capability or capability.group(2)
+            known = gpus.setdefault(capability.group(1), Gpu(uuid=capability.group(1)))
+            known.compute_capability = known.compute_capability or capability.group(2)
             continue
         library = _LIBCUDA.search(line)
         if library is not None and "compat" not in library.group(1):
@@ -59,10 +59,9 @@ def parse_ollama(text: str) -> HostFacts:
         pairs = _pairs(line)
         if pairs.get("library", "cuda").lower() != "cuda":
             continue
-        found = _gpu(gpus, pairs)
-        if found is None:
+        gpu = _gpu(gpus, pairs)
+        if gpu is None:
             continue
-        gpu = found
         name = pairs.get("description") or pairs.get("name")
         if name and not re.fullmatch(r"CUDA\d+", name):
             gpu.name = gpu.name or name
