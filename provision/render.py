@@ -52,6 +52,11 @@ def _v(value: Any) -> Text:
     return Text(printable(str(value)))
 
 
+def _ran(facts: HostFacts, probe: str) -> bool:
+    """Whether `probe` ran and answered here (a capture's unread outputs stay unknown)."""
+    return any(p.name == probe and p.status == "ok" for p in facts.probes)
+
+
 def _kv(title: str, rows: Iterable[tuple[str, Any]]) -> Table:
     table = Table(title=title, title_justify="left", show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold", min_width=22)
@@ -92,7 +97,7 @@ def facts(f: HostFacts, redacted: bool = False) -> None:
                 ("kernel module", d.kernel_module_version),
                 ("module flavour", d.kernel_module_flavour or m.nvidia_license),
                 ("NVML", d.nvml_error or d.nvml_library_version),
-                ("nvidia-smi error", d.smi_error),
+                ("nvidia-smi error", d.smi_error or ("none" if _ran(f, "nvidia-smi") else None)),
                 ("persistence daemon", d.persistenced_running),
                 ("nouveau loaded", nouveau),
             ],
@@ -100,7 +105,7 @@ def facts(f: HostFacts, redacted: bool = False) -> None:
     )
     gpus = Table(title=f"GPUs ({len(f.gpus)})", title_justify="left")
     for col in ("#", "name", "CC", "VRAM MiB", "class", "arch", "bus id", "MIG"):
-        gpus.add_column(col, min_width=26 if col == "name" else None)
+        gpus.add_column(col, overflow="fold")
     for g in f.gpus:
         gpus.add_row(
             _v(g.index),

@@ -11,6 +11,10 @@ facts as `path=value` pairs separated by `;` (`system.l4t_release=38.2.0`,
 `gpus.pci_device_id=10de:2335,10de:2335`: a path through a list gives each item's value, joined
 by `,`; `-` for an unknown value), or is `-`. `status` "ok", or "gap: <what is missing>": a strict
 xfail, so reading it right fails the test until the row is updated.
+
+tests/fixtures/recorded/<machine>/ holds outputs recorded on machines of known make, in the same
+MANIFEST format with a `source` that says where and when: what the machine reported through NVML
+is the answer there. They are not counted with the public captures.
 """
 
 from __future__ import annotations
@@ -28,21 +32,23 @@ from tests.conftest import FIXTURES
 
 CAPTURES = FIXTURES / "corpus" / "captures"
 LISTING = CAPTURES / "MANIFEST.tsv"
+RECORDED = sorted((FIXTURES / "recorded").glob("*/MANIFEST.tsv"))
 COLUMNS = ["file", "kind", "source", "driver", "cuda", "gpus", "ccs", "other", "status"]
 
 
-def manifest() -> list[dict[str, str]]:
-    with LISTING.open(newline="") as stream:
+def manifest(listing: Path = LISTING) -> list[dict[str, str]]:
+    with listing.open(newline="") as stream:
         return list(csv.DictReader(stream, delimiter="\t", quoting=csv.QUOTE_NONE))
 
 
-def _cases() -> list[object]:
+def _cases(listing: Path = LISTING) -> list[object]:
     cases: list[object] = []
-    for row in manifest():
+    for row in manifest(listing):
         marks = []
         if row["status"].startswith("gap:"):
             marks = [pytest.mark.xfail(strict=True, reason=f"not read yet: {row['status']}")]
-        cases.append(pytest.param(row, id=row["file"], marks=marks))
+        row = {**row, "folder": str(listing.parent)}
+        cases.append(pytest.param(row, id=f"{listing.parent.name}/{row['file']}", marks=marks))
     return cases
 
 
@@ -102,20 +108,22 @@ def at(facts: Any, path: str) -> str:
     return text(value)
 
 
-@pytest.mark.parametrize("row", _cases())
+@pytest.mark.parametrize("row", _cases() + [c for listing in RECORDED for c in _cases(listing)])
 def test_the_facts_are_what_the_capture_shows(row: dict[str, str]) -> None:
-    facts = read_facts(CAPTURES / row["file"])
+    facts = read_facts(Path(row["folder"]) / row["file"])
     assert read(facts) == expected(row)
     assert {path: at(facts, path) for path in other(row)} == other(row)
 
 
-def test_every_capture_is_listed_with_its_source() -> None:
-    rows = manifest()
-    files = sorted(p.name for p in CAPTURES.iterdir() if p.name != "MANIFEST.tsv")
+@pytest.mark.parametrize("listing", [LISTING, *RECORDED], ids=lambda p: p.parent.name)
+def test_every_capture_is_listed_with_its_source(listing: Path) -> None:
+    rows = manifest(listing)
+    files = sorted(p.name for p in listing.parent.iterdir() if p.name != "MANIFEST.tsv")
     assert sorted(row["file"] for row in rows) == files
+    source = "https://" if listing == LISTING else "recorded on "
     for row in rows:
         assert list(row) == COLUMNS and None not in row.values(), row["file"]
-        assert row["source"].startswith("https://"), row["file"]
+        assert row["source"].startswith(source), row["file"]
         assert row["status"] == "ok" or row["status"].startswith("gap: "), row["file"]
         names, ccs = expected(row)[2:]
         assert len(names) == len(ccs), row["file"]

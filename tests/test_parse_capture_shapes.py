@@ -374,3 +374,37 @@ def test_rows_whose_second_cell_is_not_a_bus_id_are_not_gpu_rows(row: str) -> No
     from checks.facts.parsers import nvidia_smi
 
     assert nvidia_smi.parse_table(row + "\n").gpus == []
+
+
+def test_dpkg_reads_held_driver_packages_nvcc_and_cuda_compat() -> None:
+    """`apt-mark hold` turns a driver's "ii" into "hi"; the toolkit and compat rows are from an
+    H100 VM's `dpkg -l | grep cuda` (tests/fixtures/corpus/captures/dpkg_cuda13__h100-vm_*)."""
+    text = (
+        "hi  nvidia-driver-535      535.183.01-0ubuntu0.22.04.1  amd64  NVIDIA driver metapackage\n"
+        "ii  cuda-compat-13-0       580.95.05-0ubuntu1           amd64  CUDA Compatibility\n"
+        "ii  cuda-nvcc-13-0         13.0.88-1                    amd64  CUDA nvcc\n"
+        "rc  cuda-nvcc-12-4         12.4.131-1                   amd64  CUDA nvcc\n"
+    )
+    assert packages.detect_packages(text)
+    facts = packages.parse_packages(text)
+    assert facts.driver.version == "535.183.01"
+    assert [(t.version, t.release) for t in facts.toolkits] == [("13.0.88", "13.0")]
+    assert [(c.driver_version, c.package) for c in facts.compat] == [
+        ("580.95.05", "cuda-compat-13-0")
+    ]
+    dnf = "cuda-nvcc-12-8.x86_64   12.8.93-1   @cuda-rhel9-x86_64\n"
+    assert [t.version for t in packages.parse_packages(dnf).toolkits] == ["12.8.93"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "rc  cuda-nvcc-12-4   12.4.131-1   amd64  CUDA nvcc\n",  # removed, config files left
+        "ii  cuda-nvcc-12-4   13.0.88-1    amd64  CUDA nvcc\n",  # version of another release
+        "ii  cuda-nvcc-dev-12-4   12.4.131-1   amd64  CUDA nvcc\n",  # not the compiler package
+        "un  cuda-compat-12-4   <none>   <none>  (no description available)\n",
+    ],
+)
+def test_package_rows_that_are_not_an_installed_nvcc_or_compat_give_nothing(text: str) -> None:
+    facts = packages.parse_packages(text)
+    assert not facts.toolkits and not facts.compat

@@ -41,3 +41,30 @@ def test_names_are_normalised() -> None:
 def test_pip_detect() -> None:
     assert pystack.detect_pip_list("torch==2.6.0\n")
     assert not pystack.detect_pip_list("numpy==2.0\nrequests 2.31\n")
+
+
+def test_probe_reads_a_virtualenv_on_path_not_activated(tmp_path: Path) -> None:
+    """A venv's python3 is a link to the base interpreter (as on the H100 image, whose
+    /opt/torch/.venv/bin/python3 resolves to /usr/bin/python3.12): its own site-packages count."""
+    venv = tmp_path / "venv"
+    site = venv / "lib" / "python3.12" / "site-packages"
+    _dist(site, "torch-2.11.0+cu130.dist-info", "torch", "2.11.0+cu130")
+    (venv / "bin").mkdir()
+    (venv / "bin" / "python3").symlink_to("/usr/bin/env")
+    tools = tmp_path / "tools" / "bin"
+    tools.mkdir(parents=True)
+    (tools / "vllm").write_text("#!/bin/sh\n")
+    (tools / "vllm").chmod(0o755)
+    _dist(
+        tmp_path / "tools" / "lib" / "python3.12" / "site-packages",
+        "vllm-0.12.0.dist-info",
+        "vllm",
+        "0.12.0",
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
+    env["PATH"] = f"{venv / 'bin'}:{tools}:{env['PATH']}"
+    (probe,) = pystack.PROBES
+    found = {p.name: p for p in probe.parse(sh(probe.command, env=env)).python}
+    assert found["torch"].version == "2.11.0+cu130"
+    assert found["torch"].location == str(site)
+    assert found["vllm"].version == "0.12.0"

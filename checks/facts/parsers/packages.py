@@ -2,19 +2,21 @@
 
 The driver package carries the userspace driver's version (nvidia-384 384.81-0ubuntu1,
 nvidia-driver-535 535.183.01-0ubuntu1, Fedora's nvidia-driver.x86_64 2:387.34-1.fc27);
-nvidia-container-toolkit the Container Toolkit's. Only installed packages count: dpkg's "ii",
-apt's "[installed...]", the lines `dnf list installed` (or `yum`) prints.
+nvidia-container-toolkit the Container Toolkit's; cuda-nvcc-X-Y the toolkit's nvcc (13.0.88, the
+number `nvcc --version` prints) and cuda-compat-X-Y the forward-compatibility libcuda's driver.
+Only installed packages count: dpkg's "ii" and "hi" (held with `apt-mark hold`, as drivers often
+are), apt's "[installed...]", the lines `dnf list installed` (or `yum`) prints.
 """
 
 from __future__ import annotations
 
 import re
 
-from checks.facts.model import HostFacts
+from checks.facts.model import CompatLibrary, HostFacts, Toolkit
 from checks.facts.parsers import Format
 from checks.facts.probe import Probe
 
-_DPKG = re.compile(r"^ii[ \t]+([a-z0-9][\w.+-]*?)(?::[\w-]+)?[ \t]+(\S+)[ \t]+\S+", re.MULTILINE)
+_DPKG = re.compile(r"^[ih]i[ \t]+([a-z0-9][\w.+-]*?)(?::[\w-]+)?[ \t]+(\S+)[ \t]+\S+", re.MULTILINE)
 _APT = re.compile(
     r"^([a-z0-9][\w.+-]*)/\S+[ \t]+(\S+)[ \t]+\S+[ \t]+\[installed[\],]", re.MULTILINE
 )
@@ -40,6 +42,10 @@ _BRANCH_PACKAGE = re.compile(
 )
 _DRIVER_VERSION = re.compile(r"(?:\d+:)?(\d{3}\.\d{1,3}(?:\.\d{1,3})?)(?![\d.])")
 _TOOLKIT_VERSION = re.compile(r"(?:\d+:)?(\d+\.\d+\.\d+)")
+# The toolkit's compiler and forward-compatibility packages: "cuda-nvcc-13-0 13.0.88-1" (dpkg),
+# "cuda-nvcc-12-8.x86_64 12.8.93-1" (dnf), "cuda-compat-13-0 580.95.05-0ubuntu1".
+_NVCC_PACKAGE = re.compile(r"cuda-nvcc-(\d+)-(\d+)")
+_COMPAT_PACKAGE = re.compile(r"cuda-compat-\d+-\d+")
 
 
 def _installed(text: str) -> list[tuple[str, str]]:
@@ -62,7 +68,7 @@ def _branch_version(installed: list[tuple[str, str]]) -> str | None:
 
 
 def parse_packages(text: str) -> HostFacts:
-    """The driver's version from its package, and the Container Toolkit's."""
+    """The driver's version from its package, the Container Toolkit's, nvcc's and cuda-compat's."""
     facts = HostFacts()
     installed = _installed(text)
     for name, version in installed:
@@ -72,6 +78,14 @@ def parse_packages(text: str) -> HostFacts:
         elif name == "nvidia-container-toolkit" and facts.containers.toolkit_version is None:
             toolkit = _TOOLKIT_VERSION.match(version)
             facts.containers.toolkit_version = toolkit.group(1) if toolkit else None
+        elif (nvcc := _NVCC_PACKAGE.fullmatch(name)) and (v := _TOOLKIT_VERSION.match(version)):
+            release = f"{nvcc.group(1)}.{nvcc.group(2)}"
+            if v.group(1).startswith(release + "."):
+                facts.toolkits.append(
+                    Toolkit(version=v.group(1), release=release, source=f"package {name}")
+                )
+        elif _COMPAT_PACKAGE.fullmatch(name) and (v := _DRIVER_VERSION.match(version)):
+            facts.compat.append(CompatLibrary(driver_version=v.group(1), package=name))
     facts.driver.version = facts.driver.version or _branch_version(installed)
     return facts
 
@@ -79,7 +93,13 @@ def parse_packages(text: str) -> HostFacts:
 def detect_packages(text: str) -> bool:
     installed = _installed(text)
     return (
-        any(_driver_package(name) or name == "nvidia-container-toolkit" for name, _ in installed)
+        any(
+            _driver_package(name)
+            or name == "nvidia-container-toolkit"
+            or _NVCC_PACKAGE.fullmatch(name)
+            or _COMPAT_PACKAGE.fullmatch(name)
+            for name, _ in installed
+        )
         or _branch_version(installed) is not None
     )
 

@@ -25,7 +25,13 @@ SITE_DIRS = r"""site_dirs() {
   ls -d /usr/lib/python3/dist-packages "$HOME"/.pyenv/versions/*/lib/python3*/site-packages \
     "$HOME"/*conda3/lib/python3*/site-packages "$HOME"/miniforge3/lib/python3*/site-packages \
     "$HOME"/*conda3/envs/*/lib/python3*/site-packages
-  p=$(command -v python3) && r=$(readlink -f "$p") && ls -d "${r%/bin/*}"/lib/python3*/site-packages
+  # A venv's python3 links to the base interpreter: its own prefix first, then the link's target.
+  # vllm's entry point finds the venv vLLM was installed into when another python3 is first.
+  for c in python3 python vllm; do
+    p=$(command -v "$c") || continue
+    ls -d "${p%/bin/*}"/lib/python3*/site-packages
+    r=$(readlink -f "$p") && ls -d "${r%/bin/*}"/lib/python3*/site-packages
+  done
 } 2>/dev/null"""
 
 
