@@ -237,7 +237,8 @@ def llama_memory(claim: LlamaClaim, model: GgufInfo, n_gpus: int = 1) -> LlamaMe
     max_cells = max(
         (swa_cells if sliding[il] else cells for il in range(n) if kv_heads[il]), default=0
     )
-    compute = _compute_mib(model, claim.n_ubatch, flash, max_cells, copies)
+    convert = _f16_copies(model, claim, flash, layers, (cells, swa_cells, streams))
+    compute = _compute_mib(model, claim.n_ubatch, flash, max_cells, copies, convert)
     if compute is None:
         compute = COMPUTE_FALLBACK_MIB
         notes.append("compute: fallback")
@@ -335,15 +336,48 @@ def _recurrent_bytes(model: GgufInfo, recurrent: list[str], slots: int) -> int |
     return count * (conv + state * inner) * 4 * max(slots, 1)
 
 
+def _f16_copies(
+    model: GgufInfo,
+    claim: LlamaClaim,
+    flash: bool,
+    layers: tuple[list[int], list[str], list[bool]],
+    cells: tuple[int, int, int],
+) -> int:
+    """Bytes of the f16 copies of a K or V cache that is not f16, which CUDA's flash attention
+    keeps beside its output for a ubatch-sized batch (ggml-cuda/fattn.cu,
+    ggml_cuda_flash_attn_ext_get_alloc_size: the tile and MMA kernels read f16 only), for the
+    layer that needs the most; MLA's V is a view of K and is converted with it."""
+    if not flash:
+        return 0
+    kv_heads, recurrent, sliding = layers
+    full, swa, streams = cells
+    parts = [(claim.cache_type_k, model.key_length)]
+    if not model.kv_lora_rank:
+        parts.append((claim.cache_type_v, model.value_length))
+    largest = 0
+    for il, heads in enumerate(kv_heads):
+        if not heads or recurrent[il] == "only":
+            continue
+        n_kv = (swa if sliding[il] else full) * streams
+        size = sum(
+            n_kv * heads * (length or 0) * 2
+            for cache, length in parts
+            if _cache_type(cache) != "f16"
+        )
+        largest = max(largest, size)
+    return largest
+
+
 def _compute_mib(
-    model: GgufInfo, ubatch: int, flash: bool, cells: int, copies: int = 1
+    model: GgufInfo, ubatch: int, flash: bool, cells: int, copies: int = 1, convert: int = 0
 ) -> float | None:
     """One GPU's compute buffers: the larger of the two peaks of llama.cpp's worst-case graph
     (graph_reserve: a full ubatch over the whole cache), in MiB.
 
     Attention: the KQ mask (f16 with flash attention, else f32) over every cell, the f32 Q, K and
     V of the ubatch, LIVE_ACTIVATIONS activations and, without flash attention, the f32 scores of
-    every head over every cell (soft_max runs in place). Output: the f32 logits of every token of
+    every head over every cell (soft_max runs in place); with it, on CUDA, `convert` bytes of f16
+    copies of a quantized cache. Output: the f32 logits of every token of
     the ubatch and 2 activations; the attention tensors are freed by then and ggml-alloc reuses
     their memory.
 
@@ -363,7 +397,7 @@ def _compute_mib(
     qkv = heads * k_len + heads_kv * (k_len + v_len)
     mask = cells * (2 if flash else 4)
     scores = 0 if flash else cells * heads * 4
-    attention = ubatch * (mask + scores + 4 * (qkv + LIVE_ACTIVATIONS * embd))
+    attention = ubatch * (mask + scores + 4 * (qkv + LIVE_ACTIVATIONS * embd)) + convert
     output = ubatch * 4 * (vocab + 2 * embd)
     if copies <= 1:
         return max(attention, output) / MIB

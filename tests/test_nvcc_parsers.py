@@ -63,3 +63,16 @@ def test_a_path_wrapper_folds_into_its_toolkit() -> None:
     ]
     assert toolkits[0].source == "/usr/local/cuda-13.0 (on PATH as /usr/local/bin/nvcc)"
     assert toolkits[1].update == "12.8.1"
+
+
+def test_cmake_4_names_the_host_compiler_after_the_cuda_compiler() -> None:
+    """CMake 4.4.3 on an H100 VM (tests/fixtures/recorded/h100-vm/llama_build_log__*)."""
+    text = (
+        "-- The CUDA compiler identification is NVIDIA 13.0.88 with host compiler GNU 13.3.0\n"
+        "-- Detecting CUDA compiler ABI info\n"
+        "-- Check for working CUDA compiler: /usr/local/cuda-13.0/bin/nvcc - skipped\n"
+    )
+    assert nvcc.detect_cmake_cuda(text)
+    (toolkit,) = nvcc.parse_cmake_cuda(text).toolkits
+    assert (toolkit.version, toolkit.path) == ("13.0.88", "/usr/local/cuda-13.0/bin/nvcc")
+    assert not nvcc.detect_cmake_cuda(text.replace("NVIDIA 13.0.88", "NVIDIA 13.0.88junk"))

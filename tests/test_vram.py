@@ -86,9 +86,12 @@ def test_tensor_parallel_claims_each_of_its_gpus() -> None:
     assert held(result) == {0: {"tp": pytest.approx(22118.4)}, 1: {"tp": pytest.approx(22118.4)}}
 
 
-def overhead(model: GgufInfo, cells: int, ubatch: int = 512, copies: int = 1) -> float:
+def overhead(
+    model: GgufInfo, cells: int, ubatch: int = 512, copies: int = 1, quantized: str = ""
+) -> float:
     """Compute buffers with flash attention, the larger of the attention peak (f16 mask over
-    `cells`, f32 Q/K/V and 3 activations of n_embd) and the output peak (f32 logits and 2
+    `cells`, f32 Q/K/V and 3 activations of n_embd, and f16 copies over `cells` of the parts of
+    the cache that are `quantized`, "K", "V" or "KV") and the output peak (f32 logits and 2
     activations), plus the CUDA context; with pipeline parallelism, `copies` copies of the mask
     and of one n_embd activation held beside the peak (where the mask is no longer counted)."""
     embd, vocab = model.embedding_length or 0, model.vocab_size or 0
@@ -96,6 +99,8 @@ def overhead(model: GgufInfo, cells: int, ubatch: int = 512, copies: int = 1) ->
     qkv = (model.head_count or 0) * k + (model.head_count_kv or 0) * (k + v)
     mask = 2 * cells * ubatch
     attention = ubatch * 4 * (qkv + 3 * embd)
+    converted = k * ("K" in quantized) + v * ("V" in quantized)
+    attention += 2 * cells * (model.head_count_kv or 0) * converted
     output = 4 * ubatch * (vocab + 2 * embd)
     if copies == 1:
         return max(attention + mask, output) / MIB + CUDA_CONTEXT_MIB
@@ -163,7 +168,8 @@ def test_llama_claim_from_a_real_gguf_header(tiny: GgufInfo, case: str) -> None:
         slots = 1 if kwargs.get("kv_unified") else int(kwargs.get("parallel", 1))  # type: ignore[call-overload]
         # all layers on both GPUs: pipeline parallelism, 4 copies of each GPU's inputs
         copies = 4 if not kwargs["gpus"] and kwargs.get("gpu_layers") == "all" else 1
-        cells = overhead(tiny, ctx // slots, copies=copies)
+        quantized = "KV" if kwargs.get("cache_type_k", "f16") != "f16" else ""
+        cells = overhead(tiny, ctx // slots, copies=copies, quantized=quantized)
         assert held(result)[index] == {"tiny": pytest.approx(want + cells)}
     untouched = {0, 1} - set(expected)
     assert all(held(result)[i] == {} for i in untouched)
@@ -305,7 +311,7 @@ def test_a_ctx_size_in_extra_args_counts(tiny: GgufInfo) -> None:
     # weights (the output layer counts) and 1/2 of the KV (only the 2 repeating layers hold it)
     kv = kv_mib(2, 65536, 64, 64.0) / 2 + kv_mib(2, 65536, 64, 34.0) / 2
     assert held(two)[0][more.unit] == pytest.approx(
-        (tiny.tensor_bytes or 0) / MIB / 3 + kv / 2 + overhead(tiny, 65536)
+        (tiny.tensor_bytes or 0) / MIB / 3 + kv / 2 + overhead(tiny, 65536, quantized="V")
     )
     assert held(two)[0][more.unit] > held(one)[0][plain.unit]
     (holder,) = [line for line in two.lines() if more.unit[:28] in line]

@@ -110,9 +110,12 @@ def _source(via: str, path: str) -> str:
 
 
 # CMake's configure log: "-- The CUDA compiler identification is NVIDIA 11.3.109" is the nvcc it
-# found ("... is unknown" when it found none that works).
+# found ("... is unknown" when it found none that works); CMake 4 appends " with host compiler
+# GNU 13.3.0".
 _CMAKE_ID = re.compile(
-    r"^-- The CUDA compiler identification is NVIDIA (\d+\.\d+\.\d+)[ \t]*$", re.M
+    r"^-- The CUDA compiler identification is NVIDIA (\d+\.\d+\.\d+)"
+    r"(?: with host compiler [^\n]*)?[ \t]*$",
+    re.M,
 )
 _CMAKE_NVCC = re.compile(
     r"^-- Check for working CUDA compiler: (/\S*/nvcc)(?: - skipped)?[ \t]*$", re.M

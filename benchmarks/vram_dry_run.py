@@ -1,0 +1,375 @@
+"""provision.vram's estimate against llama.cpp's own dry run, per case, on the backend it ran on.
+
+llama.cpp can build a model from its header alone and create a context without allocating
+(llama_model_init_from_user with no_alloc, then llama_get_memory_breakdown: what `--fit` uses);
+benchmarks/vram_probe/ holds a small program that does that for a list of cases. Both sides read
+the same metadata-only GGUF, so the comparison is of the model, not of the inputs.
+
+  python -m benchmarks.vram_dry_run write DIR       # DIR/<model>.gguf and DIR/cases.tsv
+  llama-vram-probe DIR/cases.tsv > RESULTS.tsv      # on the machine whose backend is measured
+  python -m benchmarks.vram_dry_run compare RESULTS.tsv [DIR]
+
+Recorded results: tests/fixtures/recorded/vram_dry_run/ (its README says where they ran).
+Model shapes are the published configs of the models named.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from checks.services.gguf_header import GgufInfo, summary
+from provision.vram import LlamaClaim, LlamaMemory, LlamaShare, llama_memory, llama_share
+
+MiB = 2**20
+
+# name: (architecture, keys under "<arch>.", vocabulary size)
+MODELS: dict[str, tuple[str, dict[str, Any], int]] = {
+    "llama-3.1-8b": (
+        "llama",
+        dict(
+            block_count=32,
+            embedding_length=4096,
+            feed_forward_length=14336,
+            **{
+                "attention.head_count": 32,
+                "attention.head_count_kv": 8,
+                "rope.dimension_count": 128,
+                "rope.freq_base": 500000.0,
+            },
+        ),
+        128256,
+    ),
+    "qwen3-30b-a3b": (
+        "qwen3moe",
+        dict(
+            block_count=48,
+            embedding_length=2048,
+            feed_forward_length=6144,
+            expert_count=128,
+            expert_used_count=8,
+            expert_feed_forward_length=768,
+            **{
+                "attention.head_count": 32,
+                "attention.head_count_kv": 4,
+                "attention.key_length": 128,
+                "attention.value_length": 128,
+            },
+        ),
+        151936,
+    ),
+    "qwen3.5-0.8b": (
+        "qwen35",
+        dict(
+            block_count=24,
+            embedding_length=1024,
+            feed_forward_length=3584,
+            full_attention_interval=4,
+            **{
+                "attention.head_count": 8,
+                "attention.head_count_kv": 2,
+                "attention.key_length": 256,
+                "attention.value_length": 256,
+                "rope.dimension_count": 64,
+                "rope.dimension_sections": [11, 11, 10, 0],
+                "ssm.conv_kernel": 4,
+                "ssm.inner_size": 2048,
+                "ssm.state_size": 128,
+                "ssm.time_step_rank": 16,
+                "ssm.group_count": 16,
+            },
+        ),
+        248320,
+    ),
+    "qwen3.5-27b": (
+        "qwen35",
+        dict(
+            block_count=64,
+            embedding_length=5120,
+            feed_forward_length=17408,
+            full_attention_interval=4,
+            **{
+                "attention.head_count": 24,
+                "attention.head_count_kv": 4,
+                "attention.key_length": 256,
+                "attention.value_length": 256,
+                "rope.dimension_count": 64,
+                "rope.dimension_sections": [11, 11, 10, 0],
+                "ssm.conv_kernel": 4,
+                "ssm.inner_size": 6144,
+                "ssm.state_size": 128,
+                "ssm.time_step_rank": 48,
+                "ssm.group_count": 16,
+            },
+        ),
+        248320,
+    ),
+    "qwen3.5-35b-a3b": (
+        "qwen35moe",
+        dict(
+            block_count=40,
+            embedding_length=2048,
+            expert_count=256,
+            expert_used_count=8,
+            expert_feed_forward_length=512,
+            expert_shared_feed_forward_length=512,
+            full_attention_interval=4,
+            **{
+                "attention.head_count": 16,
+                "attention.head_count_kv": 2,
+                "attention.key_length": 256,
+                "attention.value_length": 256,
+                "rope.dimension_count": 64,
+                "rope.dimension_sections": [11, 11, 10, 0],
+                "ssm.conv_kernel": 4,
+                "ssm.inner_size": 4096,
+                "ssm.state_size": 128,
+                "ssm.time_step_rank": 32,
+                "ssm.group_count": 16,
+            },
+        ),
+        248320,
+    ),
+    "gemma-3-12b": (
+        "gemma3",
+        dict(
+            block_count=48,
+            embedding_length=3840,
+            feed_forward_length=15360,
+            **{
+                "attention.head_count": 16,
+                "attention.head_count_kv": 8,
+                "attention.key_length": 256,
+                "attention.value_length": 256,
+                "attention.sliding_window": 1024,
+            },
+        ),
+        262208,
+    ),
+    "gpt-oss-20b": (
+        "gpt-oss",
+        dict(
+            block_count=24,
+            embedding_length=2880,
+            feed_forward_length=2880,
+            expert_count=32,
+            expert_used_count=4,
+            expert_feed_forward_length=2880,
+            **{
+                "attention.head_count": 64,
+                "attention.head_count_kv": 8,
+                "attention.key_length": 64,
+                "attention.value_length": 64,
+                "attention.sliding_window": 128,
+            },
+        ),
+        201088,
+    ),
+    "pythia-2.8b": (
+        "gptneox",
+        dict(
+            block_count=32,
+            embedding_length=2560,
+            feed_forward_length=10240,
+            use_parallel_residual=True,
+            **{
+                "attention.head_count": 32,
+                "attention.head_count_kv": 32,
+                "rope.dimension_count": 20,
+                "attention.layer_norm_epsilon": 1e-5,
+            },
+        ),
+        50304,
+    ),
+}
+
+# (label, n_ctx, n_ubatch, n_seq, type_k, type_v, flash_attn, n_gpu_layers or -1 for all,
+#  kv_unified): llama-server's defaults are n_batch 2048, n_ubatch 512, FA auto (on for CUDA).
+SETTINGS = [
+    ("4k", 4096, 512, 1, "f16", "f16", "on", -1, False),
+    ("4k no-FA", 4096, 512, 1, "f16", "f16", "off", -1, False),
+    ("32k q8_0", 32768, 512, 1, "q8_0", "q8_0", "on", -1, False),
+    ("128k q4_0", 131072, 512, 1, "q4_0", "q4_0", "on", -1, False),
+    ("262k q8_0 4 slots unified", 262144, 512, 4, "q8_0", "q8_0", "on", -1, True),
+    ("8k ub2048", 8192, 2048, 1, "f16", "f16", "on", -1, False),
+    ("8k half the layers", 8192, 512, 1, "f16", "f16", "on", 0, False),
+]
+
+
+def _gguf(path: Path, arch: str, keys: dict[str, Any], vocab: int) -> None:
+    import gguf  # the test extra's gguf package
+    import numpy as np
+
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_context_length(262144)
+    w.add_uint32(f"{arch}.vocab_size", vocab)
+    w.add_string("tokenizer.ggml.model", "no_vocab")
+    for key, value in keys.items():
+        name = f"{arch}.{key}"
+        if isinstance(value, bool):
+            w.add_bool(name, value)
+        elif isinstance(value, float):
+            w.add_float32(name, value)
+        elif isinstance(value, list):
+            w.add_array(name, value)
+        else:
+            w.add_uint32(name, value)
+    if "attention.layer_norm_epsilon" not in keys:
+        w.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", 1e-6)
+    embd = keys["embedding_length"]
+    # The embedding's shape gives the vocabulary to gpuprov's header reader; F16 as in the files.
+    w.add_tensor_info("token_embd.weight", (vocab, embd), np.dtype(np.float16), vocab * embd * 2)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    w.close()
+    # The data section must exist for readers to seek to it: a sparse file of the full size.
+    size = path.stat().st_size
+    with path.open("r+b") as f:
+        f.truncate(-(-size // 32) * 32 + vocab * embd * 2)
+
+
+def write(out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for model, (arch, keys, vocab) in MODELS.items():
+        _gguf(out / f"{model}.gguf", arch, keys, vocab)
+        layers = keys["block_count"]
+        for label, ctx, ub, seqs, tk, tv, fa, ngl, unified in SETTINGS:
+            gpu_layers = layers // 2 if ngl == 0 else 999
+            fa_flag = {"on": 1, "off": 0, "auto": -1}[fa]
+            rows.append(
+                [
+                    f"{model} {label}",
+                    str(out / f"{model}.gguf"),
+                    ctx,
+                    max(2048, ub),
+                    ub,
+                    seqs,
+                    tk,
+                    tv,
+                    fa_flag,
+                    gpu_layers,
+                    int(unified),
+                    0,
+                ]
+            )
+    with (out / "cases.tsv").open("w") as f:
+        for row in rows:
+            f.write("\t".join(str(v) for v in row) + "\n")
+    print(f"{len(rows)} cases in {out / 'cases.tsv'}")
+
+
+def _settings(label: str) -> tuple[Any, ...]:
+    return next(s for s in SETTINGS if s[0] == label)
+
+
+def claim(model: str, label: str, header: GgufInfo) -> LlamaClaim:
+    _, ctx, ub, seqs, tk, tv, fa, ngl, unified = _settings(label)
+    layers = MODELS[model][1]["block_count"]
+    return LlamaClaim(
+        "m",
+        (0,),
+        header,
+        ctx_size=ctx,
+        parallel=seqs,
+        cache_type_k=tk,
+        cache_type_v=tv,
+        flash_attn=fa,
+        n_ubatch=ub,
+        kv_unified=unified,
+        gpu_layers=str(layers // 2) if ngl == 0 else "all",
+    )
+
+
+def measured(results: Path) -> tuple[dict[str, dict[str, tuple[int, int]]], list[str]]:
+    """Per case, (context, compute) bytes per buffer type; and the cases llama.cpp refused."""
+    found: dict[str, dict[str, tuple[int, int]]] = {}
+    refused = []
+    with results.open(newline="") as f:
+        for row in csv.DictReader(f, delimiter="\t"):
+            if row["buffer"] == "ERROR":
+                refused.append(row["case"])
+                continue
+            found.setdefault(row["case"], {})[row["buffer"]] = (
+                int(row["context"]),
+                int(row["compute"]),
+            )
+    return found, refused
+
+
+def pairs(results: Path, headers: Path | None = None) -> list[tuple[str, str, float, float]]:
+    """(case, "context" or "compute", estimate MiB, llama.cpp's MiB) for every measured case:
+    what the budget counts on the GPU (its share of KV and state under -ngl) against the CUDA
+    device's buffers, or against the CPU backend's for a CPU run."""
+    out = []
+    for case, buffers in measured(results)[0].items():
+        model = next(m for m in MODELS if case.startswith(m + " "))
+        label = case[len(model) + 1 :]
+        path = (headers or Path(".")) / f"{model}.gguf"
+        if headers is None or not path.exists():
+            path = _header_file(model)
+        with path.open("rb") as stream:
+            header = summary(stream)
+        assert header is not None, path
+        device = {k: v for k, v in buffers.items() if k.startswith("CUDA") and "Host" not in k}
+        asked = claim(model, label, header)
+        share = llama_share(asked, 1) if device else llama_memory(asked, header)
+        assert isinstance(share, (LlamaShare, LlamaMemory)), (case, share)
+        real = device or buffers
+        out.append(
+            (case, "context", share.kv_mib + share.rs_mib, sum(v[0] for v in real.values()) / MiB)
+        )
+        out.append((case, "compute", share.compute_mib, sum(v[1] for v in real.values()) / MiB))
+    return out
+
+
+def compare(results: Path, headers: Path | None = None) -> None:
+    for case in measured(results)[1]:
+        print(f"{case}: llama.cpp refused it")
+    ratios: dict[str, list[float]] = {"context": [], "compute": []}
+    print(f"{'case':48} {'what':8} {'estimate':>10} {'llama.cpp':>10} {'ratio':>6}  MiB")
+    for case, what, est, real in pairs(results, headers):
+        ratio = est / real if real else float("nan")
+        if real:
+            ratios[what].append(ratio)
+        print(f"{case:48} {what:8} {est:10.2f} {real:10.2f} {ratio:6.3f}")
+    for what, values in ratios.items():
+        if values:
+            within = sum(abs(r - 1) <= 0.05 for r in values)
+            print(
+                f"{what}: median ratio {statistics.median(values):.3f}, "
+                f"{within} of {len(values)} within 5%, worst {min(values):.3f} / {max(values):.3f}"
+            )
+
+
+_HEADERS = tempfile.TemporaryDirectory(prefix="vram-dry-run-")
+
+
+@functools.cache
+def _header_file(model: str) -> Path:
+    """The model's header, written once per process (a sparse file, removed at exit)."""
+    arch, keys, vocab = MODELS[model]
+    path = Path(_HEADERS.name) / f"{model}.gguf"
+    _gguf(path, arch, keys, vocab)
+    return path
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) >= 2 and argv[0] == "write":
+        write(Path(argv[1]))
+        return 0
+    if len(argv) >= 2 and argv[0] == "compare":
+        compare(Path(argv[1]), Path(argv[2]) if len(argv) > 2 else None)
+        return 0
+    print(__doc__)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
