@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import math
 import statistics
 import sys
 import tempfile
@@ -201,7 +202,47 @@ SETTINGS = [
 ]
 
 
-def _gguf(path: Path, arch: str, keys: dict[str, Any], vocab: int) -> None:
+# Partial offload and weights kept in RAM with a quantized model: the same headers with every
+# weight llama.cpp builds for them (recorded by `llama-vram-probe --tensors`) typed as a Q4_K
+# file would be (vectors, the router, conv and SSM parameters stay F32).
+TENSORS = Path(__file__).parent.parent / "tests/fixtures/recorded/vram_dry_run"
+TENSORS = TENSORS / "tensors_llamacpp-0c1e57098.tsv.gz"
+TYPED = [
+    ("q4_k 8k", 8192, 512, -1, ""),
+    ("q4_k 8k half the layers", 8192, 512, 0, ""),
+    ("q4_k 8k half the layers ub2048", 8192, 2048, 0, ""),
+    ("q4_k 8k experts in RAM", 8192, 512, -1, "_exps"),
+    ("q4_k 8k experts in RAM ub2048", 8192, 2048, -1, "_exps"),
+]
+_F32 = ("norm", "ssm_conv1d", "ssm_a", "ssm_d", "ssm_dt", "gate_inp", "sinks", "exp_probs")
+
+
+def _weight_type(name: str, ne0: int, dims: int) -> tuple[int, float]:
+    """(GGML type id, bytes per element) a Q4_K file would give this weight."""
+    if dims < 2 or any(part in name for part in _F32) or not name.endswith(".weight"):
+        return 0, 4.0  # F32
+    if ne0 % 256 == 0:
+        return 12, 144 / 256  # Q4_K
+    if ne0 % 32 == 0:
+        return 8, 34 / 32  # Q8_0
+    return 0, 4.0
+
+
+def _tensors(model: str) -> list[tuple[str, tuple[int, ...]]]:
+    import gzip
+
+    out = []
+    with gzip.open(TENSORS, "rt") as f:
+        for row in csv.DictReader(f, delimiter="\t"):
+            if row["case"] == f"{model} 4k" and row["tensor"] not in {n for n, _ in out}:
+                shape = tuple(int(row[k]) for k in ("ne0", "ne1", "ne2", "ne3"))
+                while len(shape) > 1 and shape[-1] == 1:
+                    shape = shape[:-1]
+                out.append((row["tensor"], shape))
+    return out
+
+
+def _gguf(path: Path, arch: str, keys: dict[str, Any], vocab: int, typed: str = "") -> None:
     import gguf  # the test extra's gguf package
     import numpy as np
 
@@ -222,8 +263,27 @@ def _gguf(path: Path, arch: str, keys: dict[str, Any], vocab: int) -> None:
     if "attention.layer_norm_epsilon" not in keys:
         w.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", 1e-6)
     embd = keys["embedding_length"]
-    # The embedding's shape gives the vocabulary to gpuprov's header reader; F16 as in the files.
-    w.add_tensor_info("token_embd.weight", (vocab, embd), np.dtype(np.float16), vocab * embd * 2)
+    data = 0
+    if typed:
+        for name, shape in _tensors(typed):
+            ggml_type, per = _weight_type(name, shape[0], len(shape))
+            count = math.prod(shape)
+            nbytes = int(count * per)
+            # gguf-py takes the shape outermost first and the byte count of the stored type
+            w.add_tensor_info(
+                name,
+                tuple(reversed(shape)),
+                np.dtype(np.float32),
+                nbytes,
+                raw_dtype=gguf.GGMLQuantizationType(ggml_type),
+            )
+            data += -(-nbytes // 32) * 32
+    else:
+        # The embedding's shape gives the vocabulary to gpuprov's header reader; F16 as in files.
+        w.add_tensor_info(
+            "token_embd.weight", (vocab, embd), np.dtype(np.float16), vocab * embd * 2
+        )
+        data = vocab * embd * 2
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_ti_data_to_file()
@@ -231,7 +291,7 @@ def _gguf(path: Path, arch: str, keys: dict[str, Any], vocab: int) -> None:
     # The data section must exist for readers to seek to it: a sparse file of the full size.
     size = path.stat().st_size
     with path.open("r+b") as f:
-        f.truncate(-(-size // 32) * 32 + vocab * embd * 2)
+        f.truncate(-(-size // 32) * 32 + data)
 
 
 def write(out: Path) -> None:
@@ -259,6 +319,17 @@ def write(out: Path) -> None:
                     0,
                 ]
             )
+    for model, (arch, keys, vocab) in MODELS.items():
+        path = out / f"{model}-q4_k.gguf"
+        _gguf(path, arch, keys, vocab, typed=model)
+        layers = keys["block_count"]
+        moe = "expert_count" in keys
+        for label, ctx, ub, ngl, cpu in TYPED:
+            if cpu and not moe:
+                continue
+            gpu_layers = layers // 2 if ngl == 0 else 999
+            row = [f"{model} {label}", str(path), ctx, max(2048, ub), ub, 1, "f16", "f16", 1]
+            rows.append([*row, gpu_layers, 0, 0, *([cpu] if cpu else [])])
     with (out / "cases.tsv").open("w") as f:
         for row in rows:
             f.write("\t".join(str(v) for v in row) + "\n")
@@ -270,8 +341,21 @@ def _settings(label: str) -> tuple[Any, ...]:
 
 
 def claim(model: str, label: str, header: GgufInfo) -> LlamaClaim:
-    _, ctx, ub, seqs, tk, tv, fa, ngl, unified = _settings(label)
     layers = MODELS[model][1]["block_count"]
+    typed = next((t for t in TYPED if t[0] == label), None)
+    if typed is not None:
+        _, ctx, ub, ngl, cpu = typed
+        return LlamaClaim(
+            "m",
+            (0,),
+            header,
+            ctx_size=ctx,
+            flash_attn="on",
+            n_ubatch=ub,
+            gpu_layers=str(layers // 2) if ngl == 0 else "all",
+            cpu_moe_layers=-1 if cpu else 0,
+        )
+    _, ctx, ub, seqs, tk, tv, fa, ngl, unified = _settings(label)
     return LlamaClaim(
         "m",
         (0,),
@@ -287,9 +371,10 @@ def claim(model: str, label: str, header: GgufInfo) -> LlamaClaim:
     )
 
 
-def measured(results: Path) -> tuple[dict[str, dict[str, tuple[int, int]]], list[str]]:
-    """Per case, (context, compute) bytes per buffer type; and the cases llama.cpp refused."""
-    found: dict[str, dict[str, tuple[int, int]]] = {}
+def measured(results: Path) -> tuple[dict[str, dict[str, tuple[int, int, int]]], list[str]]:
+    """Per case, (context, compute, model) bytes per buffer type; and the cases llama.cpp
+    refused."""
+    found: dict[str, dict[str, tuple[int, int, int]]] = {}
     refused = []
     with results.open(newline="") as f:
         for row in csv.DictReader(f, delimiter="\t"):
@@ -299,21 +384,24 @@ def measured(results: Path) -> tuple[dict[str, dict[str, tuple[int, int]]], list
             found.setdefault(row["case"], {})[row["buffer"]] = (
                 int(row["context"]),
                 int(row["compute"]),
+                int(row["model"]),
             )
     return found, refused
 
 
 def pairs(results: Path, headers: Path | None = None) -> list[tuple[str, str, float, float]]:
-    """(case, "context" or "compute", estimate MiB, llama.cpp's MiB) for every measured case:
-    what the budget counts on the GPU (its share of KV and state under -ngl) against the CUDA
-    device's buffers, or against the CPU backend's for a CPU run."""
+    """(case, "context", "compute" or "weights", estimate MiB, llama.cpp's MiB) for every
+    measured case: what the budget counts on the GPU (its share of weights, KV and state under
+    -ngl and with weights kept in RAM) against the CUDA device's buffers, or against the CPU
+    backend's for a CPU run; weights only for the Q4_K-typed headers."""
     out = []
     for case, buffers in measured(results)[0].items():
         model = next(m for m in MODELS if case.startswith(m + " "))
         label = case[len(model) + 1 :]
-        path = (headers or Path(".")) / f"{model}.gguf"
+        typed = label.startswith("q4_k ")
+        path = (headers or Path(".")) / f"{model}{'-q4_k' if typed else ''}.gguf"
         if headers is None or not path.exists():
-            path = _header_file(model)
+            path = _header_file(model, typed)
         with path.open("rb") as stream:
             header = summary(stream)
         assert header is not None, path
@@ -326,13 +414,17 @@ def pairs(results: Path, headers: Path | None = None) -> list[tuple[str, str, fl
             (case, "context", share.kv_mib + share.rs_mib, sum(v[0] for v in real.values()) / MiB)
         )
         out.append((case, "compute", share.compute_mib, sum(v[1] for v in real.values()) / MiB))
+        if typed and device and isinstance(share, LlamaShare):  # F32 weights say nothing here
+            out.append(
+                (case, "weights", share.weights_mib, sum(v[2] for v in device.values()) / MiB)
+            )
     return out
 
 
 def compare(results: Path, headers: Path | None = None) -> None:
     for case in measured(results)[1]:
         print(f"{case}: llama.cpp refused it")
-    ratios: dict[str, list[float]] = {"context": [], "compute": []}
+    ratios: dict[str, list[float]] = {"context": [], "compute": [], "weights": []}
     print(f"{'case':48} {'what':8} {'estimate':>10} {'llama.cpp':>10} {'ratio':>6}  MiB")
     for case, what, est, real in pairs(results, headers):
         ratio = est / real if real else float("nan")
@@ -352,11 +444,11 @@ _HEADERS = tempfile.TemporaryDirectory(prefix="vram-dry-run-")
 
 
 @functools.cache
-def _header_file(model: str) -> Path:
+def _header_file(model: str, typed: bool = False) -> Path:
     """The model's header, written once per process (a sparse file, removed at exit)."""
     arch, keys, vocab = MODELS[model]
-    path = Path(_HEADERS.name) / f"{model}.gguf"
-    _gguf(path, arch, keys, vocab)
+    path = Path(_HEADERS.name) / f"{model}{'-q4_k' if typed else ''}.gguf"
+    _gguf(path, arch, keys, vocab, typed=model if typed else "")
     return path
 
 

@@ -31,6 +31,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from checks.facts.model import Gpu, LlamaServer
 from checks.services.gguf_header import GGML_TYPES, TYPE_IDS, GgufInfo
@@ -116,6 +117,9 @@ class LlamaClaim:
     swa_full: bool = False
     group: str = ""  # a swap group: its members run one at a time
     no_pipeline: bool = False  # --split-mode other than layer, -nkvo or tensor overrides
+    cpu_moe_layers: int = 0  # --n-cpu-moe: the first n layers' experts stay in RAM; -1 all
+    cpu_ffn_layers: int = 0  # --n-cpu-ffn: the first n layers' dense FFN weights stay in RAM
+    other_overrides: bool = False  # an -ot pattern gpuprov does not read
 
 
 def llama_claim(service: str, server: LlamaServer, model: GgufInfo | None) -> LlamaClaim:
@@ -138,7 +142,48 @@ def llama_claim(service: str, server: LlamaServer, model: GgufInfo | None) -> Ll
         kv_unified=auto_slots or _flag(server.argv, "-kvu", "--kv-unified"),
         swa_full=_flag(server.argv, "--swa-full"),
         no_pipeline=_flag(server.argv, *NO_PIPELINE_FLAGS) or _split_mode(server.argv) != "layer",
+        **_in_ram(server.argv),
     )
+
+
+_ALL_EXPERTS = {
+    # --cpu-moe's own pattern (common/common.h LLM_FFN_EXPS_REGEX) and the -ot forms of it
+    # llama.cpp's docs and threads give for "every expert in RAM"
+    r"\.ffn_(up|down|gate|gate_up)_(ch|)exps",
+    r"\.ffn_.*_exps\.",
+    r"ffn_.*_exps",
+    "exps",
+    "_exps",
+    r"\.ffn_(up|down|gate)_exps",
+    r"ffn_(up|down|gate)_exps",
+    r"blk\..*\.ffn_.*_exps",
+}
+
+
+def _in_ram(argv: Sequence[str]) -> dict[str, Any]:
+    """The weights the arguments keep in RAM, as common/arg.cpp reads them: --cpu-moe every
+    layer's experts, --n-cpu-moe N those of layers 0..N-1, --n-cpu-ffn N their dense FFN, and
+    -ot PATTERN=CPU when PATTERN is one of the usual forms for every expert; any other -ot
+    pattern is noted, not guessed."""
+    found: dict[str, Any] = {}
+    for i, arg in enumerate(argv):
+        name, eq, inline = arg.partition("=")
+        value = inline if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+        if name in ("-cmoe", "--cpu-moe"):
+            found["cpu_moe_layers"] = -1
+        elif name in ("-ncmoe", "--n-cpu-moe") and value.isdigit():
+            if found.get("cpu_moe_layers") != -1:
+                found["cpu_moe_layers"] = max(int(found.get("cpu_moe_layers", 0)), int(value))
+        elif name in ("-ncffn", "--n-cpu-ffn") and value.isdigit():
+            found["cpu_ffn_layers"] = max(int(found.get("cpu_ffn_layers", 0)), int(value))
+        elif name in ("-ot", "--override-tensor"):
+            for item in value.split(","):
+                pattern, _, target = item.rpartition("=")
+                if pattern in _ALL_EXPERTS and target.upper() == "CPU":
+                    found["cpu_moe_layers"] = -1
+                elif pattern:
+                    found["other_overrides"] = True
+    return found
 
 
 def _flag(argv: Sequence[str], *names: str) -> bool:
@@ -180,6 +225,12 @@ class LlamaMemory:
     swa_layers: int
     rs_layers: int
     notes: tuple[str, ...] = ()
+    layer_bytes: tuple[int, ...] = ()  # KV and state of each layer
+
+    def share_from(self, first: int) -> float:
+        """The share of KV and state in layers first.. (those -ngl puts on the GPUs)."""
+        total = sum(self.layer_bytes)
+        return sum(self.layer_bytes[max(first, 0) :]) / total if total else 1.0
 
 
 def llama_memory(claim: LlamaClaim, model: GgufInfo, n_gpus: int = 1) -> LlamaMemory | str:
@@ -212,7 +263,7 @@ def llama_memory(claim: LlamaClaim, model: GgufInfo, n_gpus: int = 1) -> LlamaMe
     if any(sliding) and not claim.swa_full:
         reach = window * (slots if claim.kv_unified else 1) + claim.n_ubatch
         swa_cells = min(cells, _pad(reach))
-    kv = 0
+    kv_layers = [0] * n
     notes: list[str] = []
     for il in range(n):
         if kv_heads[il] == 0 or recurrent[il] == "only":
@@ -223,10 +274,13 @@ def llama_memory(claim: LlamaClaim, model: GgufInfo, n_gpus: int = 1) -> LlamaMe
         for length, (_, block, size) in zip(
             (model.key_length, model.value_length), types, strict=True
         ):
-            kv += per_stream * streams * math.ceil(kv_heads[il] * length / block) * size
+            kv_layers[il] += per_stream * streams * math.ceil(kv_heads[il] * length / block) * size
+    kv = sum(kv_layers)
     rs = _recurrent_bytes(model, recurrent, slots)
     if isinstance(rs, str):
         return rs
+    rs_count = sum(1 for kind in recurrent if kind)
+    rs_layers = [rs // rs_count if kind else 0 for kind in recurrent] if rs_count else [0] * n
     copies = SCHED_MAX_COPIES if _pipeline(claim, n, n_gpus) else 1
     if model.kv_lora_rank:
         notes.append("MLA: V counted")
@@ -249,8 +303,9 @@ def llama_memory(claim: LlamaClaim, model: GgufInfo, n_gpus: int = 1) -> LlamaMe
         cells=cells * streams,
         kv_layers=sum(1 for il in range(n) if kv_heads[il] and recurrent[il] != "only"),
         swa_layers=sum(1 for il in range(n) if kv_heads[il] and sliding[il]),
-        rs_layers=sum(1 for kind in recurrent if kind),
+        rs_layers=rs_count,
         notes=tuple(notes),
+        layer_bytes=tuple(k + r for k, r in zip(kv_layers, rs_layers, strict=True)),
     )
 
 
@@ -558,58 +613,79 @@ def _vllm(claim: VllmClaim, total: int | None) -> Holder:
 def _llama(claim: LlamaClaim, n_gpus: int) -> Holder:
     """One GPU's share of a llama-server: weights, KV and state split evenly over its GPUs, plus
     compute buffers and a CUDA context on each."""
-    model = claim.model
-    if model is None:
-        return Holder(claim.service, None, "llama.cpp: model header unknown")
-    if model.split_count is not None and model.split_count > 1:
-        return Holder(claim.service, None, f"llama.cpp: split model ({model.split_count} files)")
-    if model.tensor_bytes is None:
-        return Holder(claim.service, None, "llama.cpp: a tensor type is unknown")
-    memory = llama_memory(claim, model, n_gpus)
-    if isinstance(memory, str):
-        return Holder(claim.service, None, f"llama.cpp: {memory}")
-    share, cached, layers = _offload(claim.gpu_layers, model.block_count)
-    weights = model.tensor_bytes * share / n_gpus / MIB
-    cache = (memory.kv_mib + memory.rs_mib) * cached / n_gpus
+    share = llama_share(claim, n_gpus)
+    if isinstance(share, str):
+        return Holder(claim.service, None, f"llama.cpp: {share}")
+    memory = share.memory
     how = (
-        f"llama.cpp weights {_size(weights)} + KV {_size(memory.kv_mib * cached / n_gpus)}"
+        f"llama.cpp weights {_size(share.weights_mib)} + KV {_size(share.kv_mib)}"
         f" ({memory.cells} ctx / {max(claim.parallel, 1)} slots, {_cache_type(claim.cache_type_k)}"
         f"/{_cache_type(claim.cache_type_v)}) in {memory.kv_layers} layers"
     )
     if memory.swa_layers:
         how += f" ({memory.swa_layers} SWA)"
     if memory.rs_layers:
-        how += f" + state {_size(memory.rs_mib * cached / n_gpus)} in {memory.rs_layers} layers"
+        how += f" + state {_size(share.rs_mib)} in {memory.rs_layers} layers"
     how += f" + compute {_size(memory.compute_mib)} + CUDA {CUDA_CONTEXT_MIB} MiB"
-    if memory.notes:
-        how += f" [{'; '.join(memory.notes)}]"
-    if layers:
-        how += f", {layers} layers"
+    notes = [*memory.notes, *share.notes]
+    if notes:
+        how += f" [{'; '.join(notes)}]"
+    if share.layers:
+        how += f", {share.layers} layers"
     if n_gpus > 1:
         how += f", 1/{n_gpus} of each"
-    return Holder(claim.service, weights + cache + memory.compute_mib + CUDA_CONTEXT_MIB, how)
+    return Holder(claim.service, share.total_mib, how)
+
+
+def _in_ram_bytes(claim: LlamaClaim, model: GgufInfo, first_gpu_layer: int) -> int:
+    """Bytes of the offloaded layers' weights that --cpu-moe / --n-cpu-moe / --n-cpu-ffn (or
+    -ot with the experts pattern) keep in RAM: those layers' experts or dense FFN weights."""
+    kept = 0
+    for count, sizes in (
+        (claim.cpu_moe_layers, model.expert_bytes_layers),
+        (claim.cpu_ffn_layers, model.ffn_bytes_layers),
+    ):
+        if not count or sizes is None:
+            continue
+        last = len(sizes) if count < 0 else min(count, len(sizes))
+        kept += sum(sizes[max(first_gpu_layer, 0) : last])
+    return kept
 
 
 def _cache_type(name: str) -> str:
     return name.strip().lower() or "f16"
 
 
-def _offload(gpu_layers: str, block_count: int | None) -> tuple[float, float, str]:
-    """The shares of weights and of KV / state on the GPUs for --n-gpu-layers, and how it reads.
+def _placement(claim: LlamaClaim, model: GgufInfo, tensor_bytes: int) -> tuple[float, int, str]:
+    """Bytes of weights on the GPUs, the first layer there (its KV and state and those after
+    it are on the GPUs too), and how -ngl reads.
 
-    llama.cpp counts the output layer as one more layer for the weights (n of block_count + 1),
-    but KV and state live only in the n repeating layers it offloads (n of block_count): -ngl 10
-    of Pythia-2.8B's 33 puts 200.00 of its 640.00 MiB KV on CUDA0 (ggml-org/ci, V100). Layers
-    count alike here, which a hybrid or sliding-window model's offloaded layers need not.
+    llama.cpp keeps the input layer (token_embd) in RAM; --n-gpu-layers n of block_count + 1
+    puts the output layer and the last n - 1 repeating layers on the GPUs (src/llama-model.cpp:
+    i_gpu_start = n_layer + 1 - n_gpu_layers); a model without output.weight reads token_embd
+    there as its output. What --cpu-moe and its kin keep in RAM is left out. Repeating layers
+    count alike here, which a hybrid's or a sliding-window model's need not; a header that does
+    not say its token_embd and output sizes counts every weight on the GPUs.
     """
-    text = gpu_layers.strip().lower()
-    try:
-        n = int(text)
-    except ValueError:
-        return 1.0, 1.0, "" if text in ("", "auto", "all") else f"{gpu_layers!r} read as all"
-    if n < 0 or block_count is None or n >= block_count + 1:
-        return 1.0, 1.0, ""
-    return n / (block_count + 1), min(n / block_count, 1.0), f"{n}/{block_count + 1}"
+    blocks = model.block_count or 0
+    text = claim.gpu_layers.strip().lower()
+    n = int(text) if text.lstrip("-").isdigit() else -1
+    if 0 <= n < blocks + 1:
+        label = f"{n}/{blocks + 1}"
+    else:
+        label = "" if n >= 0 or text in ("", "auto", "all") else f"{claim.gpu_layers!r} read as all"
+        n = blocks + 1
+    embd, tied_or_output = 0, 0
+    if model.token_embd_bytes is not None and model.output_bytes is not None:
+        embd = model.token_embd_bytes
+        tied_or_output = model.output_bytes or embd
+    repeating = tensor_bytes - embd - (tied_or_output if model.output_bytes else 0)
+    if not blocks:
+        return float(tensor_bytes), 0, label
+    on_gpu = max(n - 1, 0)
+    weights = repeating * on_gpu / blocks + (tied_or_output if n >= 1 else 0)
+    weights -= _in_ram_bytes(claim, model, blocks - on_gpu)
+    return max(weights, 0.0), blocks - on_gpu, label
 
 
 def _size(mib: float | None) -> str:
@@ -636,6 +712,7 @@ class LlamaShare:
     cuda_mib: float
     memory: LlamaMemory
     layers: str
+    notes: tuple[str, ...] = ()
 
     @property
     def total_mib(self) -> float:
@@ -656,13 +733,21 @@ def llama_share(claim: LlamaClaim, n_gpus: int) -> LlamaShare | str:
     memory = llama_memory(claim, model, n)
     if isinstance(memory, str):
         return memory
-    share, cached, layers = _offload(claim.gpu_layers, model.block_count)
+    weights, first, layers = _placement(claim, model, model.tensor_bytes)
+    cached = memory.share_from(first)
+    in_ram = _in_ram_bytes(claim, model, 0)
+    notes = []
+    if in_ram:
+        notes.append(f"{_size(in_ram / MIB)} of FFN weights kept in RAM")
+    if claim.other_overrides:
+        notes.append("-ot patterns not read: their weights counted on the GPU")
     return LlamaShare(
-        weights_mib=model.tensor_bytes * share / n / MIB,
+        weights_mib=weights / n / MIB,
         kv_mib=memory.kv_mib * cached / n,
         rs_mib=memory.rs_mib * cached / n,
         compute_mib=memory.compute_mib,
         cuda_mib=CUDA_CONTEXT_MIB,
         memory=memory,
         layers=layers,
+        notes=tuple(notes),
     )

@@ -159,6 +159,12 @@ def hybrid_per_layer(path: Path) -> None:
     w.add_uint32("nemotron_h.attention.kv_lora_rank", 32)
     w.add_array("nemotron_h.rope.dimension_sections", [1.5, 2.5])
     _tensor(w, "token_embd.weight", (300, 64), Q.F16, 1)
+    # layer 2's MLP as experts (what --cpu-moe keeps in RAM) and a dense FFN (--n-cpu-ffn)
+    _tensor(w, "blk.2.ffn_gate_up_exps.weight", (4, 256, 64), Q.Q8_0, 2)
+    _tensor(w, "blk.2.ffn_down_exps.weight", (4, 64, 128), Q.Q8_0, 3)
+    _tensor(w, "blk.2.ffn_gate_inp.weight", (4, 64), Q.F32, 4)  # the router stays
+    _tensor(w, "blk.3.ffn_down.weight", (64, 128), Q.F16, 5)
+    _tensor(w, "blk.3.ffn_down_shexp.weight", (64, 128), Q.F16, 6)  # a shared expert stays
     _write(w)
 
 
@@ -209,6 +215,10 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "ssm_group_count": 2,
         "kv_lora_rank": 32,
         "vocab_size": 300,
+        "tensor_count": 6,
+        "tensor_bytes": 300 * 64 * 2 + 4 * 256 * 68 + 4 * 64 * 136 + 4 * 64 * 4 + 2 * 64 * 128 * 2,
+        "expert_bytes_layers": (0, 0, 4 * 256 * 68 + 4 * 64 * 136, 0),
+        "ffn_bytes_layers": (0, 0, 0, 64 * 128 * 2),
     },
     "no_hyperparameters": {
         "architecture": "bert",
@@ -247,6 +257,7 @@ def reader_info(path: Path) -> GgufInfo:
         return _largest(raw(key))
 
     arch = get("general.architecture")
+    sizes = {t.name: int(t.n_bytes) for t in reader.tensors}
     head_count = get(f"{arch}.attention.head_count")
     head_count_kv = get(f"{arch}.attention.head_count_kv")
     embd = get(f"{arch}.embedding_length")
@@ -283,7 +294,37 @@ def reader_info(path: Path) -> GgufInfo:
         vocab_size=next(
             (int(t.shape[1]) for t in reader.tensors if t.name == "token_embd.weight"), None
         ),
+        expert_bytes_layers=_ffn_bytes(reader, get(f"{arch}.block_count"), experts=True),
+        ffn_bytes_layers=_ffn_bytes(reader, get(f"{arch}.block_count"), experts=False),
+        token_embd_bytes=sizes.get("token_embd.weight"),
+        output_bytes=sizes.get("output.weight", 0 if reader.tensors else None),
     )
+
+
+def _ffn_bytes(reader: gguf.GGUFReader, layers: int | None, experts: bool) -> Any:
+    """Per layer, the bytes of the FFN weights --n-cpu-moe (experts) or --n-cpu-ffn keep in RAM:
+    blk.N.ffn_{up,down,gate,gate_up}_[ch]exps.* or blk.N.ffn_{up,down,gate}.*"""
+    sizes: dict[int, int] = {}
+    for t in reader.tensors:
+        parts = t.name.split(".")
+        if len(parts) < 3 or parts[0] != "blk" or not parts[1].isdigit():
+            continue
+        kind = parts[2]
+        if experts:
+            base = kind.removesuffix("_exps").removesuffix("_ch")
+            hit = kind.endswith("exps") and base in (
+                "ffn_up",
+                "ffn_down",
+                "ffn_gate",
+                "ffn_gate_up",
+            )
+        else:
+            hit = kind in ("ffn_up", "ffn_down", "ffn_gate") and len(parts) > 3
+        if hit:
+            sizes[int(parts[1])] = sizes.get(int(parts[1]), 0) + int(t.n_bytes)
+    if not sizes or layers is None or max(sizes) >= layers:
+        return None
+    return tuple(sizes.get(i, 0) for i in range(layers))
 
 
 def test_summary_matches_gguf_reader(model: tuple[str, Path]) -> None:

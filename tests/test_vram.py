@@ -136,9 +136,10 @@ LLAMA_CASES = {
         dict(gpus=(0,), ctx_size=8192, cache_type_k="q8_0", cache_type_v="Q8_0"),
         {0: ("all", 8192, 34.0)},
     ),
+    # -ngl 1 of 3: the output layer only, no repeating layer and so no KV (i_gpu_start = 2)
     "one_of_three_layers": (
         dict(gpus=(0,), ctx_size=4096, gpu_layers="1"),
-        {0: ((1 / 3, 1 / 2), 4096, 64.0)},
+        {0: ("output", 4096, 64.0)},
     ),
     "every_gpu_split_evenly": (
         dict(gpus=(), ctx_size=4096, gpu_layers="all"),
@@ -157,14 +158,15 @@ def test_llama_claim_from_a_real_gguf_header(tiny: GgufInfo, case: str) -> None:
     result = budget(TWO_3090, [LlamaClaim("tiny", model=tiny, **kwargs)])
     assert result.fits and result.problems == []
     for index, (share, ctx, bytes_per_32) in expected.items():
-        # weights count the output layer as one more (1 of 3), KV only the 2 repeating layers
-        if share == "all":
+        # token_embd stays in RAM (llama.cpp's input layer); -ngl 1 puts the output layer alone
+        on_gpu = (tiny.tensor_bytes or 0) - (tiny.token_embd_bytes or 0)
+        if share == "output":
+            part, cached, on_gpu = 1.0, 0.0, tiny.output_bytes or 0
+        elif share == "all":
             part = cached = 1.0
-        elif isinstance(share, tuple):
-            part, cached = share
         else:
-            part = cached = share
-        want = (tiny.tensor_bytes or 0) / MIB * part + kv_mib(2, ctx, 64, bytes_per_32) * cached
+            part = cached = float(share)
+        want = on_gpu / MIB * part + kv_mib(2, ctx, 64, bytes_per_32) * cached
         slots = 1 if kwargs.get("kv_unified") else int(kwargs.get("parallel", 1))  # type: ignore[call-overload]
         # all layers on both GPUs: pipeline parallelism, 4 copies of each GPU's inputs
         copies = 4 if not kwargs["gpus"] and kwargs.get("gpu_layers") == "all" else 1
@@ -198,7 +200,7 @@ def test_llama_beside_a_replica_overflows(tiny: GgufInfo) -> None:
     claims = [VllmClaim("a", (0,), 0.98), LlamaClaim("tiny", (0,), tiny, ctx_size=4096)]
     result = budget(TWO_3090, claims)
     assert not result.fits
-    assert result.problems == [f"GPU 0 ({RTX_3090}): 24.1 GiB held of 24.0 GiB (over by 70.7 MiB)"]
+    assert result.problems == [f"GPU 0 ({RTX_3090}): 24.1 GiB held of 24.0 GiB (over by 70.6 MiB)"]
     (holder,) = [line for line in result.lines() if line.startswith("       tiny ")]
     assert holder.endswith(
         "llama.cpp weights 0.4 MiB + KV 2.0 MiB (4096 ctx / 1 slots, f16/f16) in 2 layers"
@@ -307,11 +309,11 @@ def test_a_ctx_size_in_extra_args_counts(tiny: GgufInfo) -> None:
     )
     one = budget(TWO_3090[:1], claims[:1])
     two = budget(TWO_3090[:1], claims[1:])
-    # 16 times the context, a q8_0 V cache, and one layer of three on the GPU: 1/3 of the
-    # weights (the output layer counts) and 1/2 of the KV (only the 2 repeating layers hold it)
-    kv = kv_mib(2, 65536, 64, 64.0) / 2 + kv_mib(2, 65536, 64, 34.0) / 2
+    # 16 times the context, a q8_0 V cache, and one layer of three on the GPU: -ngl 1 is the
+    # output layer alone (src/llama-model.cpp: i_gpu_start = n_layer + 1 - n_gpu_layers), so
+    # its weights and no KV (the 2 repeating layers hold it, in RAM)
     assert held(two)[0][more.unit] == pytest.approx(
-        (tiny.tensor_bytes or 0) / MIB / 3 + kv / 2 + overhead(tiny, 65536, quantized="V")
+        (tiny.output_bytes or 0) / MIB + overhead(tiny, 65536, quantized="V")
     )
     assert held(two)[0][more.unit] > held(one)[0][plain.unit]
     (holder,) = [line for line in two.lines() if more.unit[:28] in line]

@@ -3,14 +3,17 @@
 // no_alloc), the context is created as llama-server would create it, and
 // llama_get_memory_breakdown gives model / context (KV, recurrent state) / compute bytes.
 //
-// usage: llama-vram-probe CASES.tsv
+// usage: llama-vram-probe [--tensors] CASES.tsv
 // each line: name  gguf  n_ctx  n_batch  n_ubatch  n_seq  type_k  type_v  flash_attn(-1/0/1)
-//            n_gpu_layers  kv_unified(0/1)  swa_full(0/1)
+//            n_gpu_layers  kv_unified(0/1)  swa_full(0/1)  [cpu_regex]
+// cpu_regex keeps the weights it matches in RAM (llama-server's -ot REGEX=CPU, --n-cpu-moe);
+// --tensors prints each case's weights (name, type, shape) instead of its memory.
 #include "llama.h"
 #include "ggml.h"
 #include "ggml-backend.h"
 #include "gguf.h"
 #include "../src/llama-ext.h"
+#include "../src/llama-model.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -32,14 +35,15 @@ static ggml_type kv_type(const std::string & s) {
 }
 
 int main(int argc, char ** argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s CASES.tsv\n", argv[0]);
+    const bool tensors = argc == 3 && std::string(argv[1]) == "--tensors";
+    if (argc != 2 && !tensors) {
+        fprintf(stderr, "usage: %s [--tensors] CASES.tsv\n", argv[0]);
         return 2;
     }
     llama_backend_init();
-    std::ifstream in(argv[1]);
+    std::ifstream in(argv[argc - 1]);
     std::string line;
-    printf("case\tbuffer\tmodel\tcontext\tcompute\n");
+    printf(tensors ? "case\ttensor\ttype\tne0\tne1\tne2\tne3\n" : "case\tbuffer\tmodel\tcontext\tcompute\n");
     while (std::getline(in, line)) {
         if (line.empty() || line[0] == '#') {
             continue;
@@ -54,6 +58,8 @@ int main(int argc, char ** argv) {
             fprintf(stderr, "%s: bad case line\n", name.c_str());
             continue;
         }
+        std::string cpu_regex;
+        f >> cpu_regex;
         struct ggml_context * meta_ctx = nullptr;
         struct gguf_init_params gp = { /*no_alloc*/ true, &meta_ctx };
         struct gguf_context * meta = gguf_init_from_file(path.c_str(), gp);
@@ -65,10 +71,26 @@ int main(int argc, char ** argv) {
         llama_model_params mp = llama_model_default_params();
         mp.n_gpu_layers = ngl;
         mp.no_alloc = true;
+        const llama_model_tensor_buft_override overrides[] = {
+            { cpu_regex.c_str(), ggml_backend_cpu_buffer_type() }, { nullptr, nullptr } };
+        if (!cpu_regex.empty()) {
+            mp.tensor_buft_overrides = overrides;
+        }
         llama_model * model = llama_model_init_from_user(meta, no_data, nullptr, mp);
         if (!model) {
             printf("%s\tERROR\tmodel\n", name.c_str());
             fflush(stdout);
+            gguf_free(meta);
+            continue;
+        }
+        if (tensors) {
+            for (const auto & [tname, t] : model->tensors_by_name) {
+                printf("%s\t%s\t%s\t%lld\t%lld\t%lld\t%lld\n", name.c_str(), tname.c_str(),
+                       ggml_type_name(t->type), (long long) t->ne[0], (long long) t->ne[1],
+                       (long long) t->ne[2], (long long) t->ne[3]);
+            }
+            fflush(stdout);
+            llama_model_free(model);
             gguf_free(meta);
             continue;
         }

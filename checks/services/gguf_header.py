@@ -10,6 +10,7 @@ and 3 (version 3 adds big-endian files; version 1 used 32-bit counts and is not 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import struct
 import sys
@@ -176,9 +177,18 @@ class GgufInfo:
     key_length_mla: int | None = None
     value_length_mla: int | None = None
     vocab_size: int | None = None
+    expert_bytes_layers: tuple[int, ...] | None = None
+    ffn_bytes_layers: tuple[int, ...] | None = None
+    token_embd_bytes: int | None = None
+    output_bytes: int | None = None
 
 
-_LAYER_FIELDS = tuple(_LAYER_KEYS.values())
+_LAYER_FIELDS = (*_LAYER_KEYS.values(), "expert_bytes_layers", "ffn_bytes_layers")
+# The weights llama.cpp's --cpu-moe / --n-cpu-moe and --n-cpu-ffn keep in RAM (common/common.h:
+# LLM_FFN_EXPS_REGEX "\\.ffn_(up|down|gate|gate_up)_(ch|)exps", LLM_FFN_DENSE_REGEX
+# "\\.ffn_(up|down|gate)\\."), per layer.
+_EXPERTS = re.compile(r"blk\.(\d{1,5})\.ffn_(?:up|down|gate|gate_up)_(?:ch)?exps")
+_DENSE_FFN = re.compile(r"blk\.(\d{1,5})\.ffn_(?:up|down|gate)\.")
 
 
 class _Malformed(Exception):
@@ -319,11 +329,20 @@ def _read(stream: BinaryIO) -> GgufInfo | None:
             meta[key] = value
     tensor_bytes: int | None = 0
     vocab_size: int | None = None
+    by_layer: dict[str, dict[int, int]] = {"experts": {}, "ffn": {}}
+    ends: dict[str, int | None] = {}
     for tensor in _tensor_infos(s, tensor_count):
         n_bytes = tensor.n_bytes
         tensor_bytes = None if n_bytes is None or tensor_bytes is None else tensor_bytes + n_bytes
         if tensor.name == "token_embd.weight" and len(tensor.dims) == 2:
             vocab_size = tensor.dims[1]
+        if tensor.name in ("token_embd.weight", "output.weight"):
+            ends[tensor.name] = n_bytes
+        for kind, pattern in (("experts", _EXPERTS), ("ffn", _DENSE_FFN)):
+            found = pattern.match(tensor.name)
+            if found and n_bytes is not None:
+                layer = int(found.group(1))
+                by_layer[kind][layer] = by_layer[kind].get(layer, 0) + n_bytes
     named = meta.get("general.architecture")
     arch = named if isinstance(named, str) and named else None
     hp = {
@@ -366,7 +385,19 @@ def _read(stream: BinaryIO) -> GgufInfo | None:
         key_length_mla=hp["key_length_mla"],
         value_length_mla=hp["value_length_mla"],
         vocab_size=vocab_size,
+        expert_bytes_layers=_per_layer(by_layer["experts"], hp["block_count"]),
+        ffn_bytes_layers=_per_layer(by_layer["ffn"], hp["block_count"]),
+        token_embd_bytes=ends.get("token_embd.weight"),
+        output_bytes=ends.get("output.weight", 0 if tensor_count else None),
     )
+
+
+def _per_layer(sizes: dict[int, int], layers: int | None) -> tuple[int, ...] | None:
+    """Bytes per layer 0..layers-1 (0 where a layer has none); None if none has any, or a
+    layer number is past block_count."""
+    if not sizes or layers is None or max(sizes) >= layers or layers > MAX_LAYERS:
+        return None
+    return tuple(sizes.get(il, 0) for il in range(layers))
 
 
 def summary(stream: BinaryIO) -> GgufInfo | None:
