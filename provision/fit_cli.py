@@ -137,6 +137,7 @@ class Settings:
     flash_attn: str = "auto"
     ubatch: int | None = None
     gpu_layers: str | None = None
+    cpu_moe: str | None = None  # --n-cpu-moe N, or "all" for --cpu-moe
 
 
 def claim_for(path: str, model: GgufInfo, settings: Settings) -> LlamaClaim:
@@ -154,6 +155,10 @@ def claim_for(path: str, model: GgufInfo, settings: Settings) -> LlamaClaim:
         argv += ["-ub", str(s.ubatch)]
     if s.gpu_layers is not None:
         argv += ["-ngl", s.gpu_layers]
+    if s.cpu_moe == "all":
+        argv += ["--cpu-moe"]
+    elif s.cpu_moe is not None:
+        argv += ["--n-cpu-moe", s.cpu_moe]
     server = llama_server_args.server("fit", argv)
     return vram.llama_claim(_label(path), server, model)
 
@@ -212,6 +217,7 @@ class Fit:
             "flash_attn": c.flash_attn or "auto",
             "ubatch": c.n_ubatch,
             "n_gpu_layers": c.gpu_layers or "auto",
+            "n_cpu_moe": "all" if c.cpu_moe_layers < 0 else c.cpu_moe_layers,
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -238,7 +244,7 @@ class Fit:
                 "cuda_context_mib": s.cuda_mib,
                 "total_mib": s.total_mib,
                 "offloaded_layers": s.layers or None,
-                "notes": list(m.notes),
+                "notes": [*m.notes, *s.notes],
             },
             "gpus_from": self.gpus_from,
             "gpus": [
@@ -284,8 +290,8 @@ def lines(fit: Fit) -> list[str]:
         f"  CUDA context     {_size(s.cuda_mib):>10}",
         f"  total            {_size(s.total_mib):>10}",
     ]
-    if mem.notes:
-        out.append(f"  notes: {'; '.join(mem.notes)}")
+    if mem.notes or s.notes:
+        out.append(f"  notes: {'; '.join([*mem.notes, *s.notes])}")
     out.append("")
     if fit.budget is None:
         out.append(f"GPUs: {fit.gpus_from}; nothing to fit against")
@@ -385,6 +391,14 @@ def fit(
         str | None,
         typer.Option("--n-gpu-layers", help="Layers on the GPUs: a number or all (default)."),
     ] = None,
+    cpu_moe: Annotated[
+        str | None,
+        typer.Option(
+            "--n-cpu-moe",
+            help="Keep the experts of the first N layers in RAM (all: --cpu-moe).",
+            metavar="N|all",
+        ),
+    ] = None,
     gpu: Annotated[
         list[str] | None,
         typer.Option(
@@ -404,8 +418,10 @@ def fit(
     Exit 0 when it fits (or there is no GPU to fit in), 1 when it does not, 2 for bad input.
     """
     try:
+        if cpu_moe is not None and cpu_moe != "all" and not cpu_moe.isdigit():
+            raise FitError(f"--n-cpu-moe: {cpu_moe!r} is neither a number of layers nor all")
         settings = Settings(
-            ctx, parallel, cache_type_k, cache_type_v, flash_attn.value, ubatch, gpu_layers
+            ctx, parallel, cache_type_k, cache_type_v, flash_attn.value, ubatch, gpu_layers, cpu_moe
         )
         result = run(model, settings, gpu or [], from_ or [])
     except FitError as exc:

@@ -291,3 +291,39 @@ def test_partial_offload_holds_that_share(model: Path) -> None:
     embd = 128256 * 4096 * 2 / 2**20
     assert part["weights_mib"] == pytest.approx((6 * 1024 - embd) * 10 / 32 + embd)
     assert part["kv_mib"] == pytest.approx(1024 * 10 / 32)
+
+
+def test_experts_in_ram_leave_the_gpu(tmp_path: Path) -> None:
+    """--n-cpu-moe all (llama-server's --cpu-moe) and --n-cpu-moe N: the experts of those layers
+    stay in RAM (common/arg.cpp); a value that is neither is bad input."""
+
+    def moe(w: gguf.GGUFWriter) -> None:
+        llama_8b(w)
+        w.add_expert_count(8)
+        w.add_expert_used_count(2)
+
+    path = tmp_path / "moe.gguf"
+    w = gguf.GGUFWriter(str(path), "llama")
+    moe(w)
+    w.add_tensor_info("token_embd.weight", (128256, 4096), np.dtype(np.float16), EMBD_BYTES)
+    w.add_tensor_info("output.weight", (128256, 4096), np.dtype(np.float16), EMBD_BYTES)
+    for layer in range(32):
+        w.add_tensor_info(
+            f"blk.{layer}.ffn_up_exps.weight", (8, 1024, 4096), np.dtype(np.float16), 64 * 2**20
+        )
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    w.close()
+
+    def weights(*extra: str) -> float:
+        code, out, _ = gpuprov("fit", str(path), "--ctx", "4096", "--json", *extra)
+        assert code == 0, out
+        return float(json.loads(out)["per_gpu"]["weights_mib"])
+
+    embd = EMBD_BYTES / 2**20
+    assert weights() == pytest.approx(embd + 32 * 64)  # output and every expert
+    assert weights("--n-cpu-moe", "all") == pytest.approx(embd)
+    assert weights("--n-cpu-moe", "30") == pytest.approx(embd + 2 * 64)
+    code, _, err = gpuprov("fit", str(path), "--ctx", "4096", "--n-cpu-moe", "some")
+    assert code == 2 and "--n-cpu-moe: 'some'" in err

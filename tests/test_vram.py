@@ -330,3 +330,55 @@ def test_a_claim_leaves_unset_settings_to_llama_cpp(tiny: GgufInfo) -> None:
     assert llama_claim("m", server_args, tiny) == LlamaClaim(
         "m", (), tiny, 0, 2, flash_attn="off", n_ubatch=256, swa_full=True
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "moe", "ffn", "other"),
+    [
+        (["--cpu-moe"], -1, 0, False),
+        (["-cmoe", "-ncmoe", "4"], -1, 0, False),
+        (["--n-cpu-moe", "10"], 10, 0, False),
+        (["--n-cpu-moe=3", "--n-cpu-ffn", "2"], 3, 2, False),
+        (["-ot", r"\.ffn_.*_exps\.=CPU"], -1, 0, False),
+        (["--override-tensor", "exps=CPU,token_embd=CPU"], -1, 0, True),
+        (["-ot", r"blk\.(1[0-9])\.ffn_.*_exps\.=CPU"], 0, 0, True),
+        (["-ot", "exps=CUDA1"], 0, 0, True),
+        (["--n-cpu-moe", "x"], 0, 0, False),
+        ([], 0, 0, False),
+    ],
+)
+def test_weights_kept_in_ram_are_read_from_the_arguments(
+    tiny: GgufInfo, argv: list[str], moe: int, ffn: int, other: bool
+) -> None:
+    """common/arg.cpp: --cpu-moe keeps every layer's experts in RAM, --n-cpu-moe N those of
+    layers 0..N-1, --n-cpu-ffn N their dense FFN; -ot is read only in the usual forms for
+    every expert, anything else is noted."""
+    claim = llama_claim("m", LlamaServer(parallel=1, argv=argv), tiny)
+    assert (claim.cpu_moe_layers, claim.cpu_ffn_layers, claim.other_overrides) == (moe, ffn, other)
+
+
+def test_experts_kept_in_ram_leave_the_gpu(tiny: GgufInfo) -> None:
+    """A 4-layer MoE whose experts are 100 MiB a layer: --cpu-moe leaves none of them on the
+    GPU, --n-cpu-moe 3 one layer's, and -ngl 3 of 5 (the output and layers 2-3) with
+    --n-cpu-moe 3 one layer's as well (layer 2's experts stay in RAM)."""
+    mib = 2**20
+    model = dataclasses.replace(
+        tiny,
+        block_count=4,
+        tensor_bytes=500 * mib,
+        token_embd_bytes=10 * mib,
+        output_bytes=10 * mib,
+        expert_bytes_layers=(100 * mib,) * 4,
+    )
+
+    def weights(*argv: str, layers: str = "") -> float:
+        server = LlamaServer(parallel=1, argv=list(argv), n_gpu_layers=layers or None)
+        share = llama_share(llama_claim("m", server, model), 1)
+        assert isinstance(share, LlamaShare), share
+        return share.weights_mib
+
+    assert weights() == pytest.approx(490)  # all but token_embd
+    assert weights("--cpu-moe") == pytest.approx(90)
+    assert weights("--n-cpu-moe", "3") == pytest.approx(190)
+    # 120 MiB a layer (480 over 4), layers 2 and 3 and the output; layer 2's experts in RAM
+    assert weights("--n-cpu-moe", "3", layers="3") == pytest.approx(2 * 120 + 10 - 100)

@@ -252,6 +252,7 @@ def fit_schema() -> dict[str, Any]:
                 "flash_attn": _STRING,
                 "ubatch": integer,
                 "n_gpu_layers": _STRING,
+                "n_cpu_moe": {"anyOf": [{"type": "integer", "minimum": 0}, {"const": "all"}]},
             }
         ),
         "per_gpu": _closed(
