@@ -28,6 +28,13 @@ _INCOMPATIBLE = re.compile(
     r" PyTorch installation",
     re.MULTILINE,
 )
+# The warning's last sentence (torch/cuda/__init__.py), which a paste may keep alone: "If you want
+# to use the NVIDIA GeForce RTX 5070 Ti GPU with PyTorch, please check the instructions at ...".
+_WANT_TO_USE = re.compile(
+    r"^If you want to use the (?P<name>\S[^\n]{0,120}?) GPU with PyTorch, please check the"
+    r" instructions at https://pytorch\.org/",
+    re.MULTILINE,
+)
 _SUPPORTS = re.compile(r"The current PyTorch install supports CUDA capabilities ((?:sm_\d+\w* ?)+)")
 # Older PyTorch: "Found GPU0 Tesla K40m which is of cuda capability 3.5."
 # (Read as a head, then the first tail after it on the line: one pattern with a lazy name between
@@ -135,14 +142,17 @@ def _torch(text: str, value: dict[str, str]) -> PythonPackage | None:
 
 def _incompatible(facts: HostFacts, text: str) -> None:
     """GPUs PyTorch named as unsupported carry their compute capability."""
-    found: list[tuple[str, str, int | None]] = [
+    found: list[tuple[str, str | None, int | None]] = [
         (m.group("name"), _capability(m.group("sm")), None) for m in _INCOMPATIBLE.finditer(text)
     ]
     found += _too_old(text)
+    named = {name for name, _, _ in found}
+    wanted = [m.group("name") for m in _WANT_TO_USE.finditer(text)]
+    found += [(name, None, None) for name in dict.fromkeys(wanted) if name not in named]
     for name, capability, index in found:
         same = [g for g in facts.gpus if g.name == name or (index is not None and g.index == index)]
         for gpu in same:
-            gpu.compute_capability = capability
+            gpu.compute_capability = capability or gpu.compute_capability
         if not same:
             facts.gpus.append(Gpu(index=index, name=name, compute_capability=capability))
 
@@ -184,7 +194,11 @@ def parse_template_gpu(text: str) -> HostFacts:
 
 def detect_collect_env(text: str) -> bool:
     keys = {key for key, _, _ in _fields(text)}
-    return ("PyTorch version" in keys and len(keys) >= 3) or _INCOMPATIBLE.search(text) is not None
+    return (
+        ("PyTorch version" in keys and len(keys) >= 3)
+        or _INCOMPATIBLE.search(text) is not None
+        or _WANT_TO_USE.search(text) is not None
+    )
 
 
 def detect_template_gpu(text: str) -> bool:

@@ -428,6 +428,27 @@ def detect_container_cli_debug(text: str) -> bool:
     return _selected_driver(text) is not None
 
 
+# `nvidia-ctk cdi generate` logs the driver version NVML reported before it looks the driver's
+# libraries up (pkg/nvcdi/driver-nvml.go, getVersionLibs: "Using driver version %v"), as logrus
+# prints it on a terminal ("INFO[0000] ...") or elsewhere ('time="..." level=info msg="..."').
+_CDI_DRIVER = re.compile(
+    r'^(?:INFO\[\d{1,10}\] |time="[^"\n]{0,64}" level=info msg=")'
+    r"Using driver version (\d{3}\.\d{1,3}(?:\.\d{1,3})?)\b",
+    re.MULTILINE,
+)
+
+
+def parse_cdi_generate(text: str) -> HostFacts:
+    """The driver version `nvidia-ctk cdi generate` found."""
+    facts = HostFacts()
+    facts.driver.version = _first(_CDI_DRIVER, text)
+    return facts
+
+
+def detect_cdi_generate(text: str) -> bool:
+    return _CDI_DRIVER.search(text) is not None
+
+
 def detect_image_inspect(text: str) -> bool:
     return '"RepoTags"' in text and '"Config"' in text
 
@@ -442,6 +463,7 @@ FORMATS = [
     Format("nvidia-container-cli-debug", detect_container_cli_debug, parse_container_cli_debug),
     Format("docker-image-inspect", detect_image_inspect, parse_image_inspect),
     Format("systemctl-status-cdi-refresh", detect_cdi_refresh_status, parse_cdi_refresh_status),
+    Format("nvidia-ctk-cdi-generate", detect_cdi_generate, parse_cdi_generate),
 ]
 
 PROBES = [

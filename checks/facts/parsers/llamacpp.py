@@ -10,16 +10,22 @@ from checks.facts.probe import Probe
 
 # "  Device 0: NAME, compute capability 8.6, VMM: yes[, VRAM: 8150 MiB]" (ggml_cuda_init) and
 # "  Device 0: NAME, compute capability 6.1" (ggml_init_cublas, 2023); a user may bold the middle.
+# A terminal that wrapped the paste may join it to "found N CUDA devices:" on one line.
 _DEVICE = re.compile(
-    r"^[^\S\n]*Device (\d{1,4}): ([^\n]+?), \**compute capability (\d+\.\d+)\**"
+    r"(?:^|CUDA devices:)[^\S\n]*Device (\d{1,4}): ([^\n]+?), \**compute capability (\d+\.\d+)\**"
     r"(?:, VMM: (?:yes|no))?(?:, VRAM: (\d+) MiB)?",
     re.MULTILINE,
 )
 # Since 2026, under "found 1 CUDA devices (Total VRAM: 7805 MiB):":
-# "  CUDA0: NAME (7805 MiB, 7546 MiB free)".
+# "  CUDA0: NAME (7805 MiB, 7546 MiB free)"; common_params_print_info's "device_info:" block
+# prints "  - CUDA0   : NAME (24575 MiB, 23332 MiB free)" (common/common.cpp, "  - %-8s: ").
 _CUDA_DEVICE = re.compile(
-    r"^[^\S\n]*CUDA(\d{1,4}): ([^\n]*) \((\d+) MiB, \d+ MiB free\)[ \t]*$", re.M
+    r"^[^\S\n]*(?:- )?CUDA(\d{1,4})[ \t]{0,8}: ([^\n]*) \((\d+) MiB, \d+ MiB free\)[ \t]*$",
+    re.M,
 )
+# A Vulkan build's "ggml_vulkan: 0 = NVIDIA GeForce RTX 3060 (NVIDIA) | uma: 0 | fp16: 1 | ...":
+# the device's name and its driver's; read for NVIDIA's driver only.
+_VULKAN_DEVICE = re.compile(r"^ggml_vulkan: (\d{1,3}) = ([^\n|]{1,120}?) \(NVIDIA\) \| uma: ", re.M)
 # "llama_model_load_from_file_impl: using device CUDA0 (NAME) (0000:01:00.0) - 15055 MiB free";
 # the bus id is there since 2025. Read with str methods: the name may hold parentheses.
 _USING = "llama_model_load_from_file_impl: using device CUDA"
@@ -109,6 +115,9 @@ def _devices(text: str) -> list[Gpu]:
         if used is not None:
             gpu = gpus.setdefault(used[0], Gpu(index=used[0], name=used[1]))
             gpu.pci_bus_id = gpu.pci_bus_id or used[2]
+    if not gpus:  # Vulkan's numbering is its own: read only where no CUDA device is listed
+        for index, name in _VULKAN_DEVICE.findall(text):
+            gpus.setdefault(int(index), Gpu(index=int(index), name=name.strip()))
     return [gpus[index] for index in sorted(gpus)]
 
 
@@ -189,6 +198,8 @@ def _cache(build: LlamaCppBuild, key: str, value: str) -> None:
 def detect_llamacpp(text: str) -> bool:
     return (
         _CUDA_INIT.search(text) is not None
+        or _CUDA_DEVICE.search(text) is not None
+        or _VULKAN_DEVICE.search(text) is not None
         or _USING in text
         or _SYSTEM_INFO.search(text) is not None
         or re.search(r"^GGML_CUDA:BOOL=", text, re.MULTILINE) is not None

@@ -4,7 +4,8 @@ Its "inference compute" line names each GPU (`name=`, or `description=` since na
 "CUDA0"), its `compute=` capability and the CUDA the driver supports (`driver=12.3`); the GPU is
 `id=GPU-<uuid>`, or in newer releases a bare `id=1` beside its `pci_id=` (ollama/ollama#17766).
 With OLLAMA_DEBUG the path of the libcuda it loads carries the driver's version
-(libcuda.so.570.86.16). Its "NVIDIA driver too old" warning (discover/cuda_compat.go) names the
+(libcuda.so.570.86.16), and early 2024 releases printed NVML's driver version and device names.
+Its "NVIDIA driver too old" warning (discover/cuda_compat.go) names the
 GPU as `device=` and the driver's branch as `driver=535` (ollama/ollama#16415). A journald or
 syslog prefix is taken off before (see capture.clean).
 """
@@ -24,7 +25,14 @@ _MSG = re.compile(r'\bsource=[\w.]+:\d+ msg="?')
 _LIBCUDA = re.compile(
     r"(?:^initializing |\blibrary=)([^\s=]*/libcuda\.so\.(\d{3}\.\d{1,3}(?:\.\d{1,3})?))(?![\w.])"
 )
-_DRIVER_CUDA = re.compile(r"^CUDA driver version: (\d+\.\d+)[ \t]*$", re.MULTILINE)
+# OLLAMA_DEBUG's discovery lines: gpu_info_nvcuda.c's "CUDA driver version: 12.3" is the CUDA
+# the driver supports; early 2024's gpu_info_nvml.c printed the driver's own version there
+# ("CUDA driver version: 546.01", nvmlSystemGetDriverVersion) and "[0] CUDA device name: NAME".
+_DRIVER_CUDA = re.compile(r"^CUDA driver version: (\d{1,2}\.\d{1,2})[ \t]*$", re.MULTILINE)
+_NVML_DRIVER = re.compile(
+    r"^CUDA driver version: (\d{3}\.\d{1,3}(?:\.\d{1,3})?)[ \t]*$", re.MULTILINE
+)
+_NVML_NAME = re.compile(r"^\[(\d{1,3})\] CUDA device name: ([^\n]*\S)[ \t]*$", re.MULTILINE)
 _UUID_CAPABILITY = re.compile(r"^\[(GPU-[0-9a-fA-F-]{8,})\] Compute Capability (\d+\.\d+)[ \t]*$")
 _GPU_MSGS = ('msg="inference compute"', 'msg="updating cuda memory data"')
 _TOO_OLD = 'msg="NVIDIA driver too old"'
@@ -74,6 +82,12 @@ def parse_ollama(text: str) -> HostFacts:
     cuda = _DRIVER_CUDA.search(text)
     if cuda is not None:
         facts.driver.cuda_version = facts.driver.cuda_version or cuda.group(1)
+    nvml = _NVML_DRIVER.search(text)
+    if nvml is not None:
+        facts.driver.version = facts.driver.version or nvml.group(1)
+    for index, name in _NVML_NAME.findall(text):
+        if not any(g.name == name for g in gpus.values()):
+            gpus.setdefault(f"nvml {index}", Gpu(index=int(index), name=name))
     facts.gpus = list(gpus.values())
     return facts
 
@@ -103,9 +117,13 @@ def _too_old(facts: HostFacts, gpus: dict[str, Gpu], pairs: dict[str, str]) -> N
 
 def detect_ollama(text: str) -> bool:
     return (
-        _MSG.search(text) is not None
-        and (any(msg in text for msg in _GPU_MSGS) or "libcuda.so." in text)
-    ) or _TOO_OLD in text
+        (
+            _MSG.search(text) is not None
+            and (any(msg in text for msg in _GPU_MSGS) or "libcuda.so." in text)
+        )
+        or _TOO_OLD in text
+        or (_NVML_DRIVER.search(text) is not None and _NVML_NAME.search(text) is not None)
+    )
 
 
 FORMATS = [Format("ollama log", detect_ollama, parse_ollama)]

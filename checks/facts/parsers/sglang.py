@@ -50,8 +50,13 @@ def parse_check_env(text: str) -> HostFacts:
 
 
 def detect_check_env(text: str) -> bool:
-    return len({m.group(0) for m in _MARKERS.finditer(text)}) == 2 and (
-        _CAPABILITY.search(text) is not None or _DRIVER.search(text) is not None
+    """Its "CUDA available: " and "CUDA_HOME: " lines with a capability or driver line; a paste
+    cut after the GPU names has the first marker and the names line only."""
+    markers = {m.group(0) for m in _MARKERS.finditer(text)}
+    if len(markers) == 2 and (_CAPABILITY.search(text) or _DRIVER.search(text)):
+        return True
+    return "CUDA available: " in markers and any(
+        "(UUID: " not in name for _, name in _NAMES.findall(text)
     )
 
 
