@@ -29,6 +29,31 @@ from provision.vram import LlamaClaim, LlamaMemory, LlamaShare, llama_memory, ll
 
 MiB = 2**20
 
+
+def _qwen35(
+    layers: int, embd: int, heads: int, kv: int, inner: int, v_heads: int, **more: int
+) -> tuple[str, dict[str, Any], int]:
+    """A Qwen3.5 header: every 4th layer attention (2 KV heads of 256 or so), the rest Gated
+    DeltaNet with 16 key heads of 128 and `v_heads` value heads (inner = v_heads x 128); MoE
+    when `more` has expert counts."""
+    keys: dict[str, Any] = dict(block_count=layers, embedding_length=embd, **more)
+    keys["full_attention_interval"] = 4
+    keys |= {
+        "attention.head_count": heads,
+        "attention.head_count_kv": kv,
+        "attention.key_length": 256,
+        "attention.value_length": 256,
+        "rope.dimension_count": 64,
+        "rope.dimension_sections": [11, 11, 10, 0],
+        "ssm.conv_kernel": 4,
+        "ssm.inner_size": inner,
+        "ssm.state_size": 128,
+        "ssm.time_step_rank": v_heads,
+        "ssm.group_count": 16,
+    }
+    return ("qwen35moe" if "expert_count" in more else "qwen35"), keys, 248320
+
+
 # name: (architecture, keys under "<arch>.", vocabulary size)
 MODELS: dict[str, tuple[str, dict[str, Any], int]] = {
     "llama-3.1-8b": (
@@ -64,77 +89,19 @@ MODELS: dict[str, tuple[str, dict[str, Any], int]] = {
         ),
         151936,
     ),
-    "qwen3.5-0.8b": (
-        "qwen35",
-        dict(
-            block_count=24,
-            embedding_length=1024,
-            feed_forward_length=3584,
-            full_attention_interval=4,
-            **{
-                "attention.head_count": 8,
-                "attention.head_count_kv": 2,
-                "attention.key_length": 256,
-                "attention.value_length": 256,
-                "rope.dimension_count": 64,
-                "rope.dimension_sections": [11, 11, 10, 0],
-                "ssm.conv_kernel": 4,
-                "ssm.inner_size": 2048,
-                "ssm.state_size": 128,
-                "ssm.time_step_rank": 16,
-                "ssm.group_count": 16,
-            },
-        ),
-        248320,
-    ),
-    "qwen3.5-27b": (
-        "qwen35",
-        dict(
-            block_count=64,
-            embedding_length=5120,
-            feed_forward_length=17408,
-            full_attention_interval=4,
-            **{
-                "attention.head_count": 24,
-                "attention.head_count_kv": 4,
-                "attention.key_length": 256,
-                "attention.value_length": 256,
-                "rope.dimension_count": 64,
-                "rope.dimension_sections": [11, 11, 10, 0],
-                "ssm.conv_kernel": 4,
-                "ssm.inner_size": 6144,
-                "ssm.state_size": 128,
-                "ssm.time_step_rank": 48,
-                "ssm.group_count": 16,
-            },
-        ),
-        248320,
-    ),
-    "qwen3.5-35b-a3b": (
-        "qwen35moe",
-        dict(
-            block_count=40,
-            embedding_length=2048,
-            expert_count=256,
-            expert_used_count=8,
-            expert_feed_forward_length=512,
-            expert_shared_feed_forward_length=512,
-            full_attention_interval=4,
-            **{
-                "attention.head_count": 16,
-                "attention.head_count_kv": 2,
-                "attention.key_length": 256,
-                "attention.value_length": 256,
-                "rope.dimension_count": 64,
-                "rope.dimension_sections": [11, 11, 10, 0],
-                "ssm.conv_kernel": 4,
-                "ssm.inner_size": 4096,
-                "ssm.state_size": 128,
-                "ssm.time_step_rank": 32,
-                "ssm.group_count": 16,
-            },
-        ),
-        248320,
+    "qwen3.5-0.8b": _qwen35(24, 1024, 8, 2, 2048, 16, feed_forward_length=3584),
+    "qwen3.5-27b": _qwen35(64, 5120, 24, 4, 6144, 48, feed_forward_length=17408),
+    "qwen3.5-35b-a3b": _qwen35(
+        40,
+        2048,
+        16,
+        2,
+        4096,
+        32,
+        expert_count=256,
+        expert_used_count=8,
+        expert_feed_forward_length=512,
+        expert_shared_feed_forward_length=512,
     ),
     "gemma-3-12b": (
         "gemma3",
