@@ -146,25 +146,11 @@ def llama_claim(service: str, server: LlamaServer, model: GgufInfo | None) -> Ll
     )
 
 
-_ALL_EXPERTS = {
-    # --cpu-moe's own pattern (common/common.h LLM_FFN_EXPS_REGEX) and the -ot forms of it
-    # llama.cpp's docs and threads give for "every expert in RAM"
-    r"\.ffn_(up|down|gate|gate_up)_(ch|)exps",
-    r"\.ffn_.*_exps\.",
-    r"ffn_.*_exps",
-    "exps",
-    "_exps",
-    r"\.ffn_(up|down|gate)_exps",
-    r"ffn_(up|down|gate)_exps",
-    r"blk\..*\.ffn_.*_exps",
-}
-
-
 def _in_ram(argv: Sequence[str]) -> dict[str, Any]:
     """The weights the arguments keep in RAM, as common/arg.cpp reads them: --cpu-moe every
     layer's experts, --n-cpu-moe N those of layers 0..N-1, --n-cpu-ffn N their dense FFN, and
-    -ot PATTERN=CPU when PATTERN is one of the usual forms for every expert; any other -ot
-    pattern is noted, not guessed."""
+    -ot PATTERN=CPU when PATTERN names experts and no layer (no digit: "exps", "\\.ffn_.*_exps\\."
+    and the like); any other -ot pattern is noted, not guessed."""
     found: dict[str, Any] = {}
     for i, arg in enumerate(argv):
         name, eq, inline = arg.partition("=")
@@ -179,7 +165,8 @@ def _in_ram(argv: Sequence[str]) -> dict[str, Any]:
         elif name in ("-ot", "--override-tensor"):
             for item in value.split(","):
                 pattern, _, target = item.rpartition("=")
-                if pattern in _ALL_EXPERTS and target.upper() == "CPU":
+                every = "exps" in pattern and not any(c.isdigit() for c in pattern)
+                if every and target.upper() == "CPU":
                     found["cpu_moe_layers"] = -1
                 elif pattern:
                     found["other_overrides"] = True

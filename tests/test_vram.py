@@ -340,6 +340,7 @@ def test_a_claim_leaves_unset_settings_to_llama_cpp(tiny: GgufInfo) -> None:
         (["--n-cpu-moe", "10"], 10, 0, False),
         (["--n-cpu-moe=3", "--n-cpu-ffn", "2"], 3, 2, False),
         (["-ot", r"\.ffn_.*_exps\.=CPU"], -1, 0, False),
+        (["-ot", ".ffn_.*_exps.=CPU"], -1, 0, False),
         (["--override-tensor", "exps=CPU,token_embd=CPU"], -1, 0, True),
         (["-ot", r"blk\.(1[0-9])\.ffn_.*_exps\.=CPU"], 0, 0, True),
         (["-ot", "exps=CUDA1"], 0, 0, True),
