@@ -195,18 +195,24 @@ def _weight_type(name: str, ne0: int, dims: int) -> tuple[int, float]:
     return 0, 4.0
 
 
-def _tensors(model: str) -> list[tuple[str, tuple[int, ...]]]:
+@functools.cache
+def _all_tensors() -> dict[str, dict[str, tuple[int, ...]]]:
+    """Per model, each weight's shape (outermost 1s dropped), read once; a name llama.cpp lists
+    twice (rope_freqs in every layer) once."""
     import gzip
 
-    out = []
+    found: dict[str, dict[str, tuple[int, ...]]] = {}
     with gzip.open(TENSORS, "rt") as f:
         for row in csv.DictReader(f, delimiter="\t"):
-            if row["case"] == f"{model} 4k" and row["tensor"] not in {n for n, _ in out}:
-                shape = tuple(int(row[k]) for k in ("ne0", "ne1", "ne2", "ne3"))
-                while len(shape) > 1 and shape[-1] == 1:
-                    shape = shape[:-1]
-                out.append((row["tensor"], shape))
-    return out
+            shape = tuple(int(row[k]) for k in ("ne0", "ne1", "ne2", "ne3"))
+            while len(shape) > 1 and shape[-1] == 1:
+                shape = shape[:-1]
+            found.setdefault(row["case"].removesuffix(" 4k"), {}).setdefault(row["tensor"], shape)
+    return found
+
+
+def _tensors(model: str) -> list[tuple[str, tuple[int, ...]]]:
+    return list(_all_tensors()[model].items())
 
 
 def _gguf(path: Path, arch: str, keys: dict[str, Any], vocab: int, typed: str = "") -> None:

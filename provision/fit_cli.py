@@ -278,7 +278,9 @@ def lines(fit: Fit) -> list[str]:
         f"trained context {m.context_length or '?'}",
         f"settings  --ctx {c['ctx']} ({slots}{unified}), K {c['cache_type_k']} / V "
         f"{c['cache_type_v']}, flash attention {c['flash_attn']}, ubatch {c['ubatch']}, "
-        f"--n-gpu-layers {c['n_gpu_layers']}" + (f" ({s.layers} on GPU)" if s.layers else ""),
+        f"--n-gpu-layers {c['n_gpu_layers']}"
+        + (f" ({s.layers} on GPU)" if s.layers else "")
+        + (f", --n-cpu-moe {c['n_cpu_moe']}" if c["n_cpu_moe"] else ""),
         "",
         "per GPU" + (f" (each of {n}: weights, KV and state split evenly)" if n > 1 else ""),
         f"  weights          {_size(s.weights_mib):>10}",

@@ -150,53 +150,49 @@ def _in_ram(argv: Sequence[str]) -> dict[str, Any]:
     """The weights the arguments keep in RAM, as common/arg.cpp reads them: --cpu-moe every
     layer's experts, --n-cpu-moe N those of layers 0..N-1, --n-cpu-ffn N their dense FFN, and
     -ot PATTERN=CPU when PATTERN names experts and no layer (no digit: "exps", "\\.ffn_.*_exps\\."
-    and the like); any other -ot pattern is noted, not guessed."""
-    found: dict[str, Any] = {}
-    for i, arg in enumerate(argv):
-        name, eq, inline = arg.partition("=")
-        value = inline if eq else (argv[i + 1] if i + 1 < len(argv) else "")
-        if name in ("-cmoe", "--cpu-moe"):
-            found["cpu_moe_layers"] = -1
-        elif name in ("-ncmoe", "--n-cpu-moe") and value.isdigit():
-            if found.get("cpu_moe_layers") != -1:
-                found["cpu_moe_layers"] = max(int(found.get("cpu_moe_layers", 0)), int(value))
-        elif name in ("-ncffn", "--n-cpu-ffn") and value.isdigit():
-            found["cpu_ffn_layers"] = max(int(found.get("cpu_ffn_layers", 0)), int(value))
-        elif name in ("-ot", "--override-tensor"):
-            for item in value.split(","):
-                pattern, _, target = item.rpartition("=")
-                every = "exps" in pattern and not any(c.isdigit() for c in pattern)
-                if every and target.upper() == "CPU":
-                    found["cpu_moe_layers"] = -1
-                elif pattern:
-                    found["other_overrides"] = True
-    return found
+    and the like); any other -ot pattern is noted, not guessed. Each flag may repeat."""
+    moe = [int(v) for v in _values(argv, "-ncmoe", "--n-cpu-moe") if v.isdigit()]
+    ffn = [int(v) for v in _values(argv, "-ncffn", "--n-cpu-ffn") if v.isdigit()]
+    every, other = _flag(argv, "-cmoe", "--cpu-moe"), False
+    for value in _values(argv, "-ot", "--override-tensor"):
+        for item in value.split(","):
+            pattern, _, target = item.rpartition("=")
+            experts = "exps" in pattern and not any(c.isdigit() for c in pattern)
+            if experts and target.upper() == "CPU":
+                every = True
+            elif pattern:
+                other = True
+    return {
+        "cpu_moe_layers": -1 if every else max(moe, default=0),
+        "cpu_ffn_layers": max(ffn, default=0),
+        "other_overrides": other,
+    }
 
 
 def _flag(argv: Sequence[str], *names: str) -> bool:
     return any(arg in names for arg in argv)
 
 
-def _split_mode(argv: Sequence[str]) -> str:
-    """--split-mode as llama.cpp reads it (the last one wins); "layer" when absent."""
-    mode = "layer"
+def _values(argv: Sequence[str], *names: str) -> list[str]:
+    """Every value given to one of `names`, in order: the next argument, or after "=" (how the
+    profile's own arguments may spell it); "" for one given last without a value."""
+    found = []
     for i, arg in enumerate(argv):
         name, eq, inline = arg.partition("=")
-        if name in ("-sm", "--split-mode"):
-            mode = (inline if eq else (argv[i + 1] if i + 1 < len(argv) else "")).lower()
-    return mode
+        if name in names:
+            found.append(inline if eq else (argv[i + 1] if i + 1 < len(argv) else ""))
+    return found
+
+
+def _split_mode(argv: Sequence[str]) -> str:
+    """--split-mode as llama.cpp reads it (the last one wins); "layer" when absent."""
+    return (_values(argv, "-sm", "--split-mode") or ["layer"])[-1].lower()
 
 
 def _ubatch(argv: Sequence[str]) -> int:
     """--ubatch-size as llama.cpp reads it (the last one wins); the default when absent or odd."""
-    value = N_UBATCH
-    for i, arg in enumerate(argv):
-        name, eq, inline = arg.partition("=")
-        if name not in ("-ub", "--ubatch-size"):
-            continue
-        text = inline if eq else (argv[i + 1] if i + 1 < len(argv) else "")
-        value = int(text) if text.isdigit() and int(text) > 0 else N_UBATCH
-    return value
+    text = (_values(argv, "-ub", "--ubatch-size") or [""])[-1]
+    return int(text) if text.isdigit() and int(text) > 0 else N_UBATCH
 
 
 @dataclass(frozen=True)
@@ -212,12 +208,13 @@ class LlamaMemory:
     swa_layers: int
     rs_layers: int
     notes: tuple[str, ...] = ()
-    layer_bytes: tuple[int, ...] = ()  # KV and state of each layer
+    kv_by_layer: tuple[int, ...] = ()  # bytes of KV cache in each layer
+    rs_by_layer: tuple[int, ...] = ()  # bytes of recurrent state in each layer
 
-    def share_from(self, first: int) -> float:
-        """The share of KV and state in layers first.. (those -ngl puts on the GPUs)."""
-        total = sum(self.layer_bytes)
-        return sum(self.layer_bytes[max(first, 0) :]) / total if total else 1.0
+    def from_layer(self, first: int) -> tuple[float, float]:
+        """KV and state in MiB of layers first.. (those -ngl puts on the GPUs)."""
+        kv, rs = sum(self.kv_by_layer[max(first, 0) :]), sum(self.rs_by_layer[max(first, 0) :])
+        return kv / MIB, rs / MIB
 
 
 def llama_memory(claim: LlamaClaim, model: GgufInfo, n_gpus: int = 1) -> LlamaMemory | str:
@@ -250,7 +247,7 @@ def llama_memory(claim: LlamaClaim, model: GgufInfo, n_gpus: int = 1) -> LlamaMe
     if any(sliding) and not claim.swa_full:
         reach = window * (slots if claim.kv_unified else 1) + claim.n_ubatch
         swa_cells = min(cells, _pad(reach))
-    kv_layers = [0] * n
+    kv_by_layer = [0] * n
     notes: list[str] = []
     for il in range(n):
         if kv_heads[il] == 0 or recurrent[il] == "only":
@@ -261,13 +258,15 @@ def llama_memory(claim: LlamaClaim, model: GgufInfo, n_gpus: int = 1) -> LlamaMe
         for length, (_, block, size) in zip(
             (model.key_length, model.value_length), types, strict=True
         ):
-            kv_layers[il] += per_stream * streams * math.ceil(kv_heads[il] * length / block) * size
-    kv = sum(kv_layers)
+            kv_by_layer[il] += (
+                per_stream * streams * math.ceil(kv_heads[il] * length / block) * size
+            )
+    kv = sum(kv_by_layer)
     rs = _recurrent_bytes(model, recurrent, slots)
     if isinstance(rs, str):
         return rs
     rs_count = sum(1 for kind in recurrent if kind)
-    rs_layers = [rs // rs_count if kind else 0 for kind in recurrent] if rs_count else [0] * n
+    rs_by_layer = [rs // rs_count if kind else 0 for kind in recurrent]  # each holds the same
     copies = SCHED_MAX_COPIES if _pipeline(claim, n, n_gpus) else 1
     if model.kv_lora_rank:
         notes.append("MLA: V counted")
@@ -292,7 +291,8 @@ def llama_memory(claim: LlamaClaim, model: GgufInfo, n_gpus: int = 1) -> LlamaMe
         swa_layers=sum(1 for il in range(n) if kv_heads[il] and sliding[il]),
         rs_layers=rs_count,
         notes=tuple(notes),
-        layer_bytes=tuple(k + r for k, r in zip(kv_layers, rs_layers, strict=True)),
+        kv_by_layer=tuple(kv_by_layer),
+        rs_by_layer=tuple(rs_by_layer),
     )
 
 
@@ -656,21 +656,24 @@ def _placement(claim: LlamaClaim, model: GgufInfo, tensor_bytes: int) -> tuple[f
     """
     blocks = model.block_count or 0
     text = claim.gpu_layers.strip().lower()
-    n = int(text) if text.lstrip("-").isdigit() else -1
-    if 0 <= n < blocks + 1:
+    n = int(text) if text.lstrip("-").isdigit() else None
+    if n is not None and 0 <= n < blocks + 1:
         label = f"{n}/{blocks + 1}"
-    else:
-        label = "" if n >= 0 or text in ("", "auto", "all") else f"{claim.gpu_layers!r} read as all"
+    else:  # all: a number past the model, a negative one, "auto", "all" or something else
+        label = (
+            ""
+            if n is not None or text in ("", "auto", "all")
+            else f"{claim.gpu_layers!r} read as all"
+        )
         n = blocks + 1
-    embd, tied_or_output = 0, 0
-    if model.token_embd_bytes is not None and model.output_bytes is not None:
-        embd = model.token_embd_bytes
-        tied_or_output = model.output_bytes or embd
-    repeating = tensor_bytes - embd - (tied_or_output if model.output_bytes else 0)
     if not blocks:
         return float(tensor_bytes), 0, label
+    embd = output = 0  # sizes the header does not give: every weight counts as a layer's
+    if model.token_embd_bytes is not None and model.output_bytes is not None:
+        embd, output = model.token_embd_bytes, model.output_bytes
     on_gpu = max(n - 1, 0)
-    weights = repeating * on_gpu / blocks + (tied_or_output if n >= 1 else 0)
+    weights = (tensor_bytes - embd - output) * on_gpu / blocks
+    weights += (output or embd) if n >= 1 else 0  # tied: token_embd read as the output
     weights -= _in_ram_bytes(claim, model, blocks - on_gpu)
     return max(weights, 0.0), blocks - on_gpu, label
 
@@ -721,7 +724,7 @@ def llama_share(claim: LlamaClaim, n_gpus: int) -> LlamaShare | str:
     if isinstance(memory, str):
         return memory
     weights, first, layers = _placement(claim, model, model.tensor_bytes)
-    cached = memory.share_from(first)
+    kv_mib, rs_mib = memory.from_layer(first)
     in_ram = _in_ram_bytes(claim, model, 0)
     notes = []
     if in_ram:
@@ -730,8 +733,8 @@ def llama_share(claim: LlamaClaim, n_gpus: int) -> LlamaShare | str:
         notes.append("-ot patterns not read: their weights counted on the GPU")
     return LlamaShare(
         weights_mib=weights / n / MIB,
-        kv_mib=memory.kv_mib * cached / n,
-        rs_mib=memory.rs_mib * cached / n,
+        kv_mib=kv_mib / n,
+        rs_mib=rs_mib / n,
         compute_mib=memory.compute_mib,
         cuda_mib=CUDA_CONTEXT_MIB,
         memory=memory,

@@ -110,3 +110,16 @@ def test_redact_keeps_words_that_merely_contain_the_hostname() -> None:
         "sources": [f"local probes on {REDACTED}"],
         "note": f"gpus, {REDACTED}",
     }
+
+
+def test_gpu_table_keeps_every_column_and_says_when_nvidia_smi_ran() -> None:
+    """An H100's facts (tests/fixtures/recorded/h100-vm): at 80 columns the bus id and the MIG
+    column wrap instead of being cut, and nvidia-smi, which answered there, had no error; a
+    pasted table says nothing of that run, so it stays unknown."""
+    recorded = FIXTURES / "recorded" / "h100-vm"
+    result = run("check", "--from", str(recorded / "facts_json__h100-vm_580.159.04.json"))
+    assert result.exit_code == 0, result.stderr
+    assert "00:06.0" in result.stdout and "Disabled" in result.stdout
+    assert re.search(r"nvidia-smi error +none\b", result.stdout)
+    pasted = run("check", "--from", str(recorded / "nvsmi_table__h100-vm_580.159.04.txt"))
+    assert re.search(r"nvidia-smi error +unknown\b", pasted.stdout)

@@ -327,3 +327,10 @@ def test_experts_in_ram_leave_the_gpu(tmp_path: Path) -> None:
     assert weights("--n-cpu-moe", "30") == pytest.approx(embd + 2 * 64)
     code, _, err = gpuprov("fit", str(path), "--ctx", "4096", "--n-cpu-moe", "some")
     assert code == 2 and "--n-cpu-moe: 'some'" in err
+
+
+def test_the_settings_line_names_experts_kept_in_ram(model: Path) -> None:
+    code, out, _ = gpuprov("fit", str(model), "--ctx", "4096", "--n-cpu-moe", "all")
+    assert code == 0 and "--n-cpu-moe all" in out.splitlines()[1]
+    code, out, _ = gpuprov("fit", str(model), "--ctx", "4096")
+    assert "--n-cpu-moe" not in out

@@ -383,3 +383,17 @@ def test_experts_kept_in_ram_leave_the_gpu(tiny: GgufInfo) -> None:
     assert weights("--n-cpu-moe", "3") == pytest.approx(190)
     # 120 MiB a layer (480 over 4), layers 2 and 3 and the output; layer 2's experts in RAM
     assert weights("--n-cpu-moe", "3", layers="3") == pytest.approx(2 * 120 + 10 - 100)
+
+
+@pytest.mark.parametrize(
+    ("layers", "label"), [("-1", ""), ("99", ""), ("all", ""), ("lots", "'lots' read as all")]
+)
+def test_every_layer_on_the_gpu_however_it_is_asked(
+    tiny: GgufInfo, layers: str, label: str
+) -> None:
+    """-ngl -1 (older llama.cpp's "all"), a number past the model, "all": no share to show; an
+    unreadable value is read as all and says so."""
+    share = llama_share(LlamaClaim("m", (0,), tiny, 4096, gpu_layers=layers), 1)
+    assert isinstance(share, LlamaShare)
+    assert share.layers == label
+    assert share.weights_mib * MIB == (tiny.tensor_bytes or 0) - (tiny.token_embd_bytes or 0)
