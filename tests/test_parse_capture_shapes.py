@@ -16,6 +16,7 @@ from checks.facts import capture, gpus
 from checks.facts.parsers import (
     collect_env,
     containers,
+    gpu_topology,
     jetson,
     kernel,
     packages,
@@ -408,3 +409,32 @@ def test_dpkg_reads_held_driver_packages_nvcc_and_cuda_compat() -> None:
 def test_package_rows_that_are_not_an_installed_nvcc_or_compat_give_nothing(text: str) -> None:
     facts = packages.parse_packages(text)
     assert not facts.toolkits and not facts.compat
+
+
+def test_topology_matrix_gpus_merge_by_place_with_outputs_that_give_no_index() -> None:
+    """The topology matrix (indices only) pasted with `lspci -nnk` (names and bus ids, no index)
+    from the same two-RTX-3090 host (noonghunna/club-3090#1229 and PR 594) is two GPUs, not four."""
+    topology = (CAPTURES / "nvsmi_topo_m_tabs__club-3090-1229_2gpu.txt").read_text()
+    lspci = (CAPTURES / "lspci_nnk_grep__club-3090-pr594_2x-rtx3090.txt").read_text()
+    facts, _ = capture.recognise(capture.clean(lspci + "\n" + topology))
+    named, _ = capture.recognise(capture.clean(lspci))
+    assert [g.pci_bus_id for g in named.gpus] == ["05:00.0", "0a:00.0"]
+    assert [(g.index, g.name, g.pci_bus_id) for g in facts.gpus] == [
+        (0, named.gpus[0].name, "05:00.0"),
+        (1, named.gpus[1].name, "0a:00.0"),
+    ]
+    alone, _ = capture.recognise(capture.clean(topology))
+    assert [(g.index, g.name) for g in alone.gpus] == [(0, None), (1, None)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\tGPU0\tGPU1\tCPU Affinity\n",  # a header without its rows
+        "\tGPU0\tGPU1\tCPU Affinity\nGPU0\tPHB\tPHB\t0-63\n",  # no row marks itself
+        "GPU0: NVIDIA GeForce RTX 3090 X\n",  # another tool's GPU line
+    ],
+)
+def test_text_that_only_looks_like_a_topology_matrix_gives_no_gpu(text: str) -> None:
+    assert gpu_topology.parse_gpu_topology(text).gpus == []
+    assert not gpu_topology.detect_gpu_topology(text)

@@ -385,7 +385,19 @@ def _same_gpu(gpus: list[Any], gpu: Gpu) -> Gpu | None:
         same = [g for g in gpus if g.name == gpu.name]
         if len(same) == 1 and len(gpus) == 1:
             return typing.cast(Gpu, same[0])
+    # A GPU known only by its index (a topology matrix) and one other outputs list without an index
+    # are the same when they stand in the same place: both count in nvidia-smi's (PCI bus) order.
+    place = gpu.index
+    unindexed = all(g.index is None for g in gpus)
+    if place is not None and place < len(gpus) and _only_index(gpu) and unindexed:
+        return typing.cast(Gpu, gpus[place])
+    if gpu.index is None:
+        return next((g for g in gpus if _only_index(g)), None)
     return None
+
+
+def _only_index(gpu: Gpu) -> bool:
+    return gpu.index is not None and dataclasses.replace(gpu, index=None) == Gpu()
 
 
 def to_dict(facts: Any) -> Any:
