@@ -21,6 +21,14 @@ _FIELD = re.compile(
     re.MULTILINE,
 )
 _GPU_LINE = re.compile(r"GPU (\d{1,4}): (.+)")  # on a stripped line
+# Keys only collect_env prints, next to its GPU and driver keys: a paste cut past the report's
+# head ("Collecting environment information...", "PyTorch version") still shows them
+# (vllm-project/vllm#30435 starts at "CUDA_MODULE_LOADING set to   :").
+_OWN_KEY = re.compile(
+    r"^(?:CUDA_MODULE_LOADING set to|cuDNN version|HIP runtime version|MIOpen runtime version"
+    r"|Is XNNPACK available|Is debug build) *:",
+    re.MULTILINE,
+)
 _ARCHS = re.compile(r"^[^\S\n]*CUDA Archs: ([^;\n]*)", re.MULTILINE)
 _LINE_BREAK = re.compile("\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")  # str.splitlines' breaks
 _INCOMPATIBLE = re.compile(
@@ -192,10 +200,16 @@ def parse_template_gpu(text: str) -> HostFacts:
     return facts
 
 
+_CHUNK_KEYS = {"GPU models and configuration", "Nvidia driver version"}
+
+
 def detect_collect_env(text: str) -> bool:
+    """The report with its head, or a chunk of it: its GPU and driver keys beside a key only it
+    prints; or PyTorch's GPU warnings."""
     keys = {key for key, _, _ in _fields(text)}
     return (
         ("PyTorch version" in keys and len(keys) >= 3)
+        or (keys >= _CHUNK_KEYS and _OWN_KEY.search(text) is not None)
         or _INCOMPATIBLE.search(text) is not None
         or _WANT_TO_USE.search(text) is not None
     )

@@ -39,6 +39,9 @@ _DEFAULT_RUNTIME = re.compile(r"^[ \t]{0,4}Default Runtime:[ \t]{1,4}([\w.-]{1,1
 _RUNTIME_VERSION = re.compile(r"^NVIDIA Container Runtime version (\d+\.\d+\.\d+\S*)", re.M)
 _CDI_FILE = re.compile(r"^(/\S+\.(?:ya?ml|json))\s*$", re.MULTILINE)
 _NULLS = ("", "(null)", "N/A")
+# nvidia-ctk's CDI names for a whole GPU by index: "nvidia.com/gpu=0". Its other names for the
+# same GPU ("=GPU-<uuid>"), its MIG devices ("=0:1", "=MIG-<uuid>") and "=all" add no GPU.
+_CDI_GPU_INDEX = re.compile(r"nvidia\.com/gpu=(\d{1,3})")
 # `systemctl show -p LoadState -p ActiveState nvidia-cdi-refresh.service`.
 _UNIT_SHOW = re.compile(r"^(LoadState|ActiveState)=([a-z-]{0,20})[ \t]*$", re.MULTILINE)
 # `systemctl status nvidia-cdi-refresh.service` pasted: its title line, then within a few lines
@@ -95,6 +98,7 @@ def parse_docker_info_text(text: str) -> HostFacts:
             _docker_block_item(docker, block, stripped, devices)
     if devices:
         docker.cdi_devices = devices
+        facts.gpus = _cdi_gpus(devices)
     if docker.server_version is not None and docker.rootless is None and "Security Options" in text:
         docker.rootless = False
     error = _DAEMON_ERROR.search(text)
@@ -167,6 +171,12 @@ def parse_docker_info_json(text: str) -> HostFacts:
     if docker != Docker():
         facts.containers.docker = docker
     return facts
+
+
+def _cdi_gpus(devices: list[str]) -> list[Gpu]:
+    """One GPU, by index only, per whole GPU the CDI spec names by index ("nvidia.com/gpu=0")."""
+    indices = {int(m.group(1)) for d in devices if (m := _CDI_GPU_INDEX.fullmatch(d)) is not None}
+    return [Gpu(index=index) for index in sorted(indices)]
 
 
 def _json_object(text: str) -> dict[str, Any] | None:

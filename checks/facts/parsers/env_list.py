@@ -66,6 +66,9 @@ _NAME_END = re.compile(
 _COUNT_AFTER = re.compile(rf"[ \t]{_TIMES}(\d{{1,2}})\b")
 _DRIVER = re.compile(r"v?(\d{3}\.\d{1,3}(?:\.\d{1,3})?)(?![\d.])")
 _CUDA = re.compile(r"(\d{1,2}\.\d)(?![\d.])")
+# nvidia-smi's header pair typed on one line: "CUDA Version: 12.8 (Driver 570.181)"
+# (pytorch/pytorch#160804); read right after the CUDA version, nowhere else on the line.
+_CUDA_DRIVER = re.compile(r"[ \t]{1,4}\((?:NVIDIA[ \t])?[Dd]river(?:[ \t]version)?:?[ \t]{1,4}")
 _PCI = re.compile(r"10de:([0-9a-fA-F]{4})\b")
 _TRIM = "`*_ \t"
 
@@ -94,6 +97,15 @@ def _gpus(value: str) -> list[Gpu]:
     return [Gpu(name=name) for _ in range(count)] if name and 0 < count <= 16 else []
 
 
+def _paired_driver(value: str, pos: int) -> str | None:
+    """The driver in "(Driver 570.181)" right after the CUDA version at `pos`, closed by ")"."""
+    head = _CUDA_DRIVER.match(value, pos)
+    driver = _DRIVER.match(value, head.end()) if head else None
+    if driver is None or not value.startswith(")", driver.end()):
+        return None
+    return driver.group(1)
+
+
 def parse_env_list(text: str) -> HostFacts:
     """The GPUs, driver, CUDA version and PCI ids a hand-written list states."""
     facts = HostFacts()
@@ -107,6 +119,8 @@ def parse_env_list(text: str) -> HostFacts:
         elif key in _CUDA_KEYS and facts.driver.cuda_version is None:
             cuda = _CUDA.match(value)
             facts.driver.cuda_version = cuda.group(1) if cuda else None
+            if cuda is not None and facts.driver.version is None:
+                facts.driver.version = _paired_driver(value, cuda.end())
         elif key in _PCI_KEYS:
             device = _PCI.match(value)
             if device:

@@ -4,18 +4,29 @@ from __future__ import annotations
 
 import re
 
+from checks.facts import gpus as catalogue
 from checks.facts.model import Gpu, HostFacts, LlamaCppBuild
 from checks.facts.parsers import Format, sections
 from checks.facts.probe import Probe
 
 # "  Device 0: NAME, compute capability 8.6, VMM: yes[, VRAM: 8150 MiB]" (ggml_cuda_init) and
 # "  Device 0: NAME, compute capability 6.1" (ggml_init_cublas, 2023); a user may bold the middle.
-# A terminal that wrapped the paste may join it to "found N CUDA devices:" on one line.
+# A terminal that wrapped the paste may join it to "found N CUDA devices:" on one line; a journal
+# whose prefix lacks the host ("Sep 26 10:43:08 ollama[6664]:") leaves it after "]:".
 _DEVICE = re.compile(
-    r"(?:^|CUDA devices:)[^\S\n]*Device (\d{1,4}): ([^\n]+?), \**compute capability (\d+\.\d+)\**"
-    r"(?:, VMM: (?:yes|no))?(?:, VRAM: (\d+) MiB)?",
+    r"(?:^|CUDA devices:|\]:)[^\S\n]*Device (\d{1,4}): ([^\n]+?), "
+    r"\**compute capability (\d+\.\d+)\**(?:, VMM: (?:yes|no))?(?:, VRAM: (\d+) MiB)?",
     re.MULTILINE,
 )
+# A paste cut below "found N CUDA devices:" keeps only device lines, maybe behind a journal's
+# "ollama[6664]:" (ollama/ollama#12403): read alone only in ggml_cuda_init's full shape, its
+# ", VMM: yes|no" included.
+_DEVICE_ALONE = re.compile(
+    r"(?:^|\]:)[^\S\n]*Device \d{1,4}: [^\n]+?, compute capability \d+\.\d+, VMM: (?:yes|no)\b",
+    re.MULTILINE,
+)
+# CUDA numbers its devices 0..N-1: a listed "Device 2" means devices 0 and 1 exist, named or not.
+_MAX_FILLED = 16
 # Since 2026, under "found 1 CUDA devices (Total VRAM: 7805 MiB):":
 # "  CUDA0: NAME (7805 MiB, 7546 MiB free)"; common_params_print_info's "device_info:" block
 # prints "  - CUDA0   : NAME (24575 MiB, 23332 MiB free)" (common/common.cpp, "  - %-8s: ").
@@ -43,6 +54,14 @@ _CACHE = re.compile(
     r"|GGML_CUDA_COMPRESSION_MODE):[A-Z]+=([^\n]*)$",
     re.MULTILINE,
 )
+# The bug template's "### Hardware" answer, right below the heading: a line that is a whole
+# NVIDIA name the GPU catalogue knows is a GPU ("NVIDIA GeForce RTX 5070", ggml-org/llama.cpp
+# #18382); lines that mix words ("Ryzen 5 2600 + MSI 1660 Ti") stay unread. Only in the template,
+# known by another of its headings, and only where no device line names the GPUs.
+_HARDWARE = re.compile(r"^### Hardware[ \t]*$", re.MULTILINE)
+_TEMPLATE = re.compile(r"^### (?:Name and Version|GGML backends)[ \t]*$", re.MULTILINE)
+_HARDWARE_NAME = re.compile(rf"{catalogue.NAME_START}[\w -]{{1,60}}")
+_HARDWARE_LINES = 6
 _COMPILER_VERSION = re.compile(r'^set\(CMAKE_CUDA_COMPILER_VERSION "([^"]+)"\)', re.MULTILINE)
 
 # Candidate binaries, one per directory (llama-server, else llama-cli), deduplicated by the
@@ -80,7 +99,7 @@ exit 0
 def parse_llamacpp(text: str) -> HostFacts:
     """A llama.cpp log, `--version` output, CMakeCache lines, or the probe's per-build sections."""
     facts = HostFacts()
-    facts.gpus = _devices(text)
+    facts.gpus = _devices(text) or _hardware(text)
     parts = [s for s in sections.split(text) if s.name == "llamacpp" and s.argument]
     if not parts:
         build = _build(text)
@@ -118,7 +137,26 @@ def _devices(text: str) -> list[Gpu]:
     if not gpus:  # Vulkan's numbering is its own: read only where no CUDA device is listed
         for index, name in _VULKAN_DEVICE.findall(text):
             gpus.setdefault(int(index), Gpu(index=int(index), name=name.strip()))
+    if gpus and max(gpus) < _MAX_FILLED:
+        for index in range(max(gpus)):
+            gpus.setdefault(index, Gpu(index=index))
     return [gpus[index] for index in sorted(gpus)]
+
+
+def _hardware(text: str) -> list[Gpu]:
+    """The GPUs named, one a line, in the template's answer right below "### Hardware"."""
+    heading = _HARDWARE.search(text)
+    if heading is None or _TEMPLATE.search(text) is None:
+        return []
+    found: list[Gpu] = []
+    lines = text[heading.end() :].lstrip("\n").split("\n", _HARDWARE_LINES)[:_HARDWARE_LINES]
+    for line in lines:
+        name = line.strip()
+        if not name or name.startswith("#"):
+            break
+        if _HARDWARE_NAME.fullmatch(name) and catalogue.lookup(name) is not None:
+            found.append(Gpu(name=name))
+    return found
 
 
 def _using_device(line: str) -> tuple[int, str, str | None] | None:
@@ -198,6 +236,7 @@ def _cache(build: LlamaCppBuild, key: str, value: str) -> None:
 def detect_llamacpp(text: str) -> bool:
     return (
         _CUDA_INIT.search(text) is not None
+        or _DEVICE_ALONE.search(text) is not None
         or _CUDA_DEVICE.search(text) is not None
         or _VULKAN_DEVICE.search(text) is not None
         or _USING in text
@@ -205,6 +244,7 @@ def detect_llamacpp(text: str) -> bool:
         or re.search(r"^GGML_CUDA:BOOL=", text, re.MULTILINE) is not None
         or re.search(r"^version: \d+ \([0-9a-f]{6,40}\)", text, re.MULTILINE) is not None
         or _RELEASE.search(text) is not None
+        or bool(_hardware(text))
     )
 
 
