@@ -37,7 +37,8 @@ EVIDENCE = 3
 # or TensorRT library the loader names ("Unable to load any of {libcudnn_ops.so.9...}", "...
 # libbitsandbytes_cuda128.dll", "...this version of TensorRT") in warnings without an error word;
 # PyTorch's cudaMallocAsync OOM, pasted without its exception name; llama-server's "couldn't bind
-# HTTP server socket"). Few,
+# HTTP server socket"; "rootless", which tells a rootless engine's eBPF refusal from a rootful
+# one's and is pasted in prose or a docker context line). Few,
 # specific anchors keep the prefilter fast: grep -F slows with every string added, a loop of
 # bytes.find pays one pass per anchor, and every candidate line is matched against every
 # signature (so not "NVRM", which prefixes every line of a driver's dmesg). The signatures' match
@@ -73,6 +74,7 @@ ANCHORS = (
     b"non-NVML platform",
     b"application-profiles-rc",
     b"couldn't bind",
+    b"ootless",
 )
 # Lines worth handing to the fact parsers: they name drivers, GPUs, versions and images (and
 # ggml_cuda_init's "found N CUDA devices", which its device-line parser needs).
