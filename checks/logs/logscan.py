@@ -38,7 +38,9 @@ EVIDENCE = 3
 # libbitsandbytes_cuda128.dll", "...this version of TensorRT") in warnings without an error word;
 # PyTorch's cudaMallocAsync OOM, pasted without its exception name; llama-server's "couldn't bind
 # HTTP server socket"; "rootless", which tells a rootless engine's eBPF refusal from a rootful
-# one's and is pasted in prose or a docker context line). Few,
+# one's and is pasted in prose or a docker context line; WSL as a paste shows it, for signatures
+# whose fix differs there: the word, a WSL2 kernel ("5.15.90.1-microsoft-standard-WSL2", older
+# "4.19.128-microsoft-standard"), /usr/lib/wsl/ and the wsl command). Few,
 # specific anchors keep the prefilter fast: grep -F slows with every string added, a loop of
 # bytes.find pays one pass per anchor, and every candidate line is matched against every
 # signature (so not "NVRM", which prefixes every line of a driver's dmesg). The signatures' match
@@ -65,7 +67,9 @@ ANCHORS = (
     b"ncclMaxSharedMem",
     b"not compiled with any CUDA arch",
     b"API mismatch",
-    b"/usr/lib/wsl/",
+    b"wsl",
+    b"WSL",
+    b"microsoft-standard",
     b"No CMAKE_CUDA_COMPILER",
     b"cudnn_",
     b"libbitsandbytes_cuda",
@@ -75,6 +79,7 @@ ANCHORS = (
     b"application-profiles-rc",
     b"couldn't bind",
     b"ootless",
+    b"Unknown CUDA arch",  # torch cpp_extension's refusal, quoted without its ValueError
 )
 # Lines worth handing to the fact parsers: they name drivers, GPUs, versions and images (and
 # ggml_cuda_init's "found N CUDA devices", which its device-line parser needs).
