@@ -162,12 +162,14 @@ PREDICATES: dict[str, Callable[[Mapping[str, str]], bool]] = {
         ctx.get("cc") == "12.1" and ctx.get("nvcc", "").startswith("13.0")
     ),
     "driver_below_550": lambda ctx: _driver_below(ctx, "550.0"),
+    "driver_below_525": lambda ctx: _driver_below(ctx, "525.0"),
     "jetson_gpu": lambda ctx: bool(_JETSON.search(ctx.get("gpu", ""))),
     "site_turboquant": lambda ctx: "turboquant" in ctx.get("site", "").lower(),
     "site_modular_kernel": lambda ctx: "modular_kernel" in ctx.get("site", ""),
     # Every GPU the log lists counts: one Turing card beside newer ones still needs sm_75.
     "cc_7_5": lambda ctx: (7, 5) in _ccs(ctx),
     "cc_above_7_5": lambda ctx: bool(_ccs(ctx)) and min(_ccs(ctx)) > (7, 5),
+    "cc_below_8_0": lambda ctx: bool(_ccs(ctx)) and min(_ccs(ctx)) < (8, 0),
 }
 
 

@@ -1,0 +1,64 @@
+"""Causes from the Python frameworks around the engines: Triton's kernels on an old driver, a
+CPU-only torch, flash-attn 2 on a pre-Ampere GPU, torch extensions built for another torch."""
+
+from __future__ import annotations
+
+import io
+
+from checks.logs import explain, logscan
+
+TRITON_ON_470 = (
+    b"RuntimeError: Triton Error [CUDA]: device kernel image is invalid.\n"
+    b"| NVIDIA-SMI 470.182.03   Driver Version: 470.182.03   CUDA Version: 11.4     |\n"
+)
+
+
+def _diagnoses(data: bytes) -> list[explain.Diagnosis]:
+    return explain.diagnose(logscan.scan(io.BytesIO(data)))
+
+
+def test_triton_wording_outranks_the_generic_kernel_image_reading() -> None:
+    found = _diagnoses(b"RuntimeError: Triton Error [CUDA]: device kernel image is invalid\n")
+    assert [d.signature for d in found][:2] == [
+        "triton-kernel-image-invalid",
+        "kernel-image-invalid",
+    ]
+    assert "llama.cpp" not in found[0].message
+
+
+def test_triton_on_a_cuda_11_driver_names_the_driver() -> None:
+    top = _diagnoses(TRITON_ON_470)[0]
+    assert top.signature == "triton-kernel-image-invalid"
+    assert "470.182.03" in top.message and "CUDA 12 ptxas" in top.message
+
+
+def test_ggml_wording_stays_the_generic_reading() -> None:
+    found = _diagnoses(b"CUDA error: device kernel image is invalid\n")
+    assert [d.signature for d in found] == ["kernel-image-invalid"]
+
+
+def test_flash_attn_extension_outranks_the_generic_extension_reading() -> None:
+    line = (
+        b"ImportError: /x/flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so: undefined symbol: "
+        b"_ZN3c104cuda9SetDeviceEi\n"
+    )
+    assert _diagnoses(line)[0].signature == "flash-attn-abi-mismatch"
+
+
+def test_generic_extension_reading_names_the_library() -> None:
+    line = b"ImportError: /x/exllamav2_ext.so: undefined symbol: _ZN3c104cuda14ExchangeDeviceEa\n"
+    top = _diagnoses(line)[0]
+    assert top.signature == "torch-extension-abi-mismatch"
+    assert "exllamav2_ext.so" in top.message
+
+
+def test_flash_attn2_refusal_is_its_own_diagnosis() -> None:
+    log = b"RuntimeError: FlashAttention only supports Ampere GPUs or newer.\n"
+    top = _diagnoses(log)[0]
+    assert top.signature == "flash-attn2-needs-ampere"
+
+
+def test_pre_ampere_predicate_needs_every_gpu_known() -> None:
+    below = explain.PREDICATES["cc_below_8_0"]
+    assert below({"ccs": "7.5"}) and below({"ccs": "8.6 7.0"})
+    assert not below({"ccs": "8.0 12.0"}) and not below({})
