@@ -31,15 +31,10 @@ def test_a_name_ends_before_its_memory_or_its_count() -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        # one fact alone
+        # one fact alone, other than a GPU the catalogue knows
         "Driver: 580.95.05\n",
-        "GPU: NVIDIA GeForce RTX 5090\n",
-        # a bare "CUDA" may be the toolkit's; a Windows driver's own numbering is not NVIDIA's
-        "GPU: NVIDIA GeForce RTX 5090\nCUDA: 12.8\n",
-        "GPU: NVIDIA GeForce RTX 5090\nDriver Version: 32.0.15.7283\n",
-        # not NVIDIA, not a version
+        # not NVIDIA
         "GPU: AMD Radeon RX 7900 XTX\nDriver: 580.95.05\n",
-        "GPU: NVIDIA GeForce RTX 5090\nDriver: nvidia (open)\n",
         # nvidia-smi -q's padded keys belong to its own parser
         "    Product Name                          : NVIDIA H200\n"
         "    Driver Version                        : 570.124.06\n",
@@ -50,3 +45,21 @@ def test_a_name_ends_before_its_memory_or_its_count() -> None:
 )
 def test_look_alikes_are_not_lists(text: str) -> None:
     assert not detect_env_list(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "GPU: NVIDIA GeForce RTX 5090\n",
+        # a bare "CUDA" may be the toolkit's; a Windows driver's own numbering is not NVIDIA's
+        "GPU: NVIDIA GeForce RTX 5090\nCUDA: 12.8\n",
+        "GPU: NVIDIA GeForce RTX 5090\nDriver Version: 32.0.15.7283\n",
+        # not a version
+        "GPU: NVIDIA GeForce RTX 5090\nDriver: nvidia (open)\n",
+    ],
+)
+def test_a_lone_known_gpu_line_gives_the_gpu_and_nothing_else(text: str) -> None:
+    facts = parse_env_list(text)
+    assert detect_env_list(text)
+    assert [g.name for g in facts.gpus] == ["NVIDIA GeForce RTX 5090"]
+    assert facts.driver.version is None and facts.driver.cuda_version is None

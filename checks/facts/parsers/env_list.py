@@ -14,9 +14,26 @@ answers by hand (XuehaiPan/nvitop#208):
 Only known keys count, each with a strict value shape: a GPU is an NVIDIA name or one the GPU
 catalogue knows ("L20"), cut before a comma, a bracket or its memory ("2x NAME" and "NAME x2"
 are two); a driver is NVIDIA's NNN.NN[.NN]; the CUDA version only under nvidia-smi's own "CUDA
-Version" key (a bare "CUDA: 12.8" may be the toolkit's); a PCI id only NVIDIA's 10de:XXXX. A
-list counts when it states two of these facts; a lone line stays unread. nvidia-smi -q's padded
-"Product Name   : " lines are its parser's, not this one's.
+Version" key (a bare "CUDA: 12.8" may be the toolkit's) or in parentheses right after the driver
+("Driver: 595.79 (CUDA 13.2)", bitsandbytes-foundation/bitsandbytes#1937); a PCI id only
+NVIDIA's 10de:XXXX. A list counts when it states two of these facts, or when a lone GPU line
+("GPU: RTX 5090", mudler/LocalAI#5189; "- GPU: Tesla P40", unslothai/unsloth#813) names GPUs
+the catalogue knows and no wording of a requirement ("or better", "minimum"); any other lone
+line stays unread. nvidia-smi -q's padded "Product Name   : " lines are its parser's.
+
+GitHub issue forms render each field as a heading with the answer as its own paragraph
+(invoke-ai/InvokeAI#6106, XuehaiPan/nvitop#93):
+
+    ### GPU model
+
+    RTX 2060
+
+    ### NVIDIA driver version
+
+     535.98
+
+A GPU or driver heading counts alone when its answer, the next non-blank line, is a valid value:
+a driver NNN.NN[.NN], a GPU the catalogue knows; "_No response_" is no answer.
 """
 
 from __future__ import annotations
@@ -24,7 +41,7 @@ from __future__ import annotations
 import re
 
 from checks.facts import gpus
-from checks.facts.model import Gpu, HostFacts
+from checks.facts.model import Gpu, HostFacts, merge
 from checks.facts.parsers import Format
 from checks.facts.probe import Probe
 
@@ -55,6 +72,19 @@ _DRIVER_KEYS = {
     "display driver",
 }
 _CUDA_KEYS = {"cuda version"}
+# GPU keys that may stand alone: ones that say GPU ("Device:" or "Hardware:" alone may be anything).
+_LONE_GPU_KEYS = {"gpu", "gpus", "gpu model", "gpu name", "graphics card", "video card"}
+# An issue form's field: "### Label", blank lines, the answer on a line of its own.
+_HEADING = re.compile(
+    r"^#{2,4}[ \t]{1,4}([A-Za-z][A-Za-z /-]{0,40})\n(?:[ \t]{0,8}\n){1,2}[ \t]{0,8}([^\n]{1,300})$",
+    re.MULTILINE,
+)
+# Words of a requirement or a wish, not of a GPU someone has: "RTX 4090 or better".
+_WISH = re.compile(
+    r"\b(?:or|and|better|higher|above|newer|later|minimum|min|required|requires?|recommended"
+    r"|needed|like|similar|equivalent|etc|any|e\.g)\b|[<>=+?]",
+    re.IGNORECASE,
+)
 _PCI_KEYS = {"pci device/subsystem", "pci id", "pci device id", "pci device"}
 
 _TIMES = r"[ \t]?[x\u00d7][ \t]?"  # "2x", "2 x", and with the multiplication sign
@@ -69,6 +99,8 @@ _CUDA = re.compile(r"(\d{1,2}\.\d)(?![\d.])")
 # nvidia-smi's header pair typed on one line: "CUDA Version: 12.8 (Driver 570.181)"
 # (pytorch/pytorch#160804); read right after the CUDA version, nowhere else on the line.
 _CUDA_DRIVER = re.compile(r"[ \t]{1,4}\((?:NVIDIA[ \t])?[Dd]river(?:[ \t]version)?:?[ \t]{1,4}")
+# The driver's CUDA in parentheses right after the driver: "Driver: 595.79 (CUDA 13.2)".
+_DRIVER_CUDA = re.compile(r"[ \t]{1,4}\(CUDA(?:[ \t]Version)?:?[ \t]{1,4}(\d{1,2}\.\d)\)")
 _PCI = re.compile(r"10de:([0-9a-fA-F]{4})\b")
 _TRIM = "`*_ \t"
 
@@ -106,16 +138,45 @@ def _paired_driver(value: str, pos: int) -> str | None:
     return driver.group(1)
 
 
-def parse_env_list(text: str) -> HostFacts:
-    """The GPUs, driver, CUDA version and PCI ids a hand-written list states."""
+def _known_gpus(value: str) -> list[Gpu]:
+    """The GPUs a line that stands alone names: each one the catalogue knows, and no wording of a
+    requirement anywhere in the value."""
+    found = [] if _WISH.search(value) else _gpus(value)
+    return found if all(gpus.lookup(gpu.name) for gpu in found) else []
+
+
+def _driver(value: str) -> tuple[str | None, str | None]:
+    """(driver, the driver's CUDA) at the start of a driver line's value."""
+    driver = _DRIVER.match(value)
+    if driver is None:
+        return None, None
+    cuda = _DRIVER_CUDA.match(value, driver.end())
+    return driver.group(1), cuda.group(1) if cuda else None
+
+
+def _headings(text: str) -> HostFacts:
+    """The GPUs and driver an issue form's headings answer."""
+    facts = HostFacts()
+    for found in _HEADING.finditer(text):
+        key = " ".join(found.group(1).lower().split())
+        value = found.group(2).strip(_TRIM)
+        if key in _LONE_GPU_KEYS and not facts.gpus:
+            facts.gpus = _known_gpus(value)
+        elif key in _DRIVER_KEYS and facts.driver.version is None:
+            facts.driver.version, facts.driver.cuda_version = _driver(value)
+    return facts
+
+
+def _list(text: str) -> HostFacts:
+    """The GPUs, driver, CUDA version and PCI ids of a list's `key: value` lines."""
     facts = HostFacts()
     pci: list[str] = []
     for key, value in _entries(text):
         if key in _GPU_KEYS:
             facts.gpus.extend(_gpus(value))
         elif key in _DRIVER_KEYS and facts.driver.version is None:
-            driver = _DRIVER.match(value)
-            facts.driver.version = driver.group(1) if driver else None
+            facts.driver.version, paired = _driver(value)
+            facts.driver.cuda_version = facts.driver.cuda_version or paired
         elif key in _CUDA_KEYS and facts.driver.cuda_version is None:
             cuda = _CUDA.match(value)
             facts.driver.cuda_version = cuda.group(1) if cuda else None
@@ -131,10 +192,30 @@ def parse_env_list(text: str) -> HostFacts:
     return facts
 
 
+def _stated(facts: HostFacts) -> int:
+    return sum(1 for fact in (facts.gpus, facts.driver.version, facts.driver.cuda_version) if fact)
+
+
+def _lone_gpus(text: str) -> list[Gpu]:
+    """The GPUs of lines that may stand alone, each one the catalogue knows."""
+    return [
+        gpu for key, value in _entries(text) if key in _LONE_GPU_KEYS for gpu in _known_gpus(value)
+    ]
+
+
+def parse_env_list(text: str) -> HostFacts:
+    """The GPUs, driver, CUDA version and PCI ids a hand-written list or issue form states."""
+    listed = _list(text)
+    if _stated(listed) < 2:  # a list of one fact: only GPU lines the catalogue knows count
+        listed = HostFacts(gpus=_lone_gpus(text))
+    headed = _headings(text)
+    if listed.gpus:  # the same GPU, typed twice
+        headed.gpus = []
+    return merge(headed, listed)
+
+
 def detect_env_list(text: str) -> bool:
-    facts = parse_env_list(text)
-    stated = [bool(facts.gpus), facts.driver.version, facts.driver.cuda_version]
-    return sum(1 for fact in stated if fact) >= 2
+    return _stated(parse_env_list(text)) > 0
 
 
 FORMATS = [Format("environment list", detect_env_list, parse_env_list)]

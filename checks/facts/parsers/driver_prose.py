@@ -1,0 +1,63 @@
+"""A driver version named in a sentence or a bullet: "driver 570.124.04", "NVIDIA drivers 570.144".
+
+People state their driver in their own words (NVIDIA/TensorRT-LLM#3347, AUTOMATIC1111/
+stable-diffusion-webui#16972, mudler/LocalAI#4571):
+
+    Running cuda-toolkit-12.8, driver 570.124.04, open.
+    - NVIDIA drivers 570.144
+    nVidia v550.142
+
+Prose also names drivers people need, had or will install ("requires driver 570.86 or later",
+"upgraded from 550.54 to 570.124"), so the read is strict: the word driver(s) or NVIDIA right
+before an NNN.NN[.NN] version, no wording of a requirement, a change or an install on that line,
+and exactly one driver-shaped version in the whole text (any other NNN.NN[.NN] number, anywhere,
+and nothing is read). A false driver is worse than none.
+"""
+
+from __future__ import annotations
+
+import re
+
+from checks.facts.model import HostFacts
+from checks.facts.parsers import Format
+from checks.facts.probe import Probe
+
+_NAMED = re.compile(
+    r"(?<![\w.-])(?:[Dd]rivers?|NVIDIA|[Nn][Vv]idia)[ \t]v?([3-9]\d{2}\.\d{2,3}(?:\.\d{2,3})?)"
+    r"(?![\w.])"
+)
+# Every driver-shaped number in the text, whatever names it.
+_SHAPE = re.compile(r"(?<![\w.])v?([3-9]\d{2}\.\d{2,3}(?:\.\d{2,3})?)(?![\w.])")
+_WISH = re.compile(
+    r"requir|minimum|\bmin\b|at least|or (?:later|newer|higher|above)|>=|\bupgrad|\bupdat"
+    r"|\bdowngrad|instead of|\binstall|\bfrom\b[^\n]{0,80}\bto\b|recommend|\bneeds?\b|\bsupport"
+    r"|\bfix|\bbug\b|\bbroke|\bwith\b[^\n]{0,40}\bor\b",
+    re.IGNORECASE,
+)
+
+
+def _line(text: str, pos: int) -> str:
+    start = text.rfind("\n", 0, pos) + 1
+    end = text.find("\n", pos)
+    return text[start : end if end >= 0 else len(text)]
+
+
+def parse_driver_prose(text: str) -> HostFacts:
+    """The driver a sentence names, when the guards hold; else nothing."""
+    facts = HostFacts()
+    named = _NAMED.search(text)
+    if named is None or {m.group(1) for m in _SHAPE.finditer(text)} != {named.group(1)}:
+        return facts
+    if _WISH.search(_line(text, named.start())) is None:
+        facts.driver.version = named.group(1)
+    return facts
+
+
+def detect_driver_prose(text: str) -> bool:
+    return parse_driver_prose(text).driver.version is not None
+
+
+FORMATS = [Format("driver in prose", detect_driver_prose, parse_driver_prose)]
+
+# No probe: written by people, not printed by a tool.
+PROBES: list[Probe] = []
