@@ -15,7 +15,9 @@ Only known keys count, each with a strict value shape: a GPU is an NVIDIA name o
 catalogue knows ("L20"), cut before a comma, a bracket or its memory ("2x NAME" and "NAME x2"
 are two); a driver is NVIDIA's NNN.NN[.NN]; the CUDA version only under nvidia-smi's own "CUDA
 Version" key (a bare "CUDA: 12.8" may be the toolkit's) or in parentheses right after the driver
-("Driver: 595.79 (CUDA 13.2)", bitsandbytes-foundation/bitsandbytes#1937); a PCI id only
+("Driver: 595.79 (CUDA 13.2)", bitsandbytes-foundation/bitsandbytes#1937); a value that opens
+with a markdown link reads as the link's text ("- Nvidia driver version: [581.94](URL)",
+keylase/nvidia-patch#1020), a bracket with no link after it ("[e.g. 410.48]") stays; a PCI id only
 NVIDIA's 10de:XXXX. A list counts when it states two of these facts, or when a lone GPU line
 ("GPU: RTX 5090", mudler/LocalAI#5189; "- GPU: Tesla P40", unslothai/unsloth#813) names GPUs
 the catalogue knows and no wording of a requirement ("or better", "minimum"); any other lone
@@ -46,11 +48,14 @@ from checks.facts.parsers import Format
 from checks.facts.probe import Probe
 
 _LINE = re.compile(
-    r"^[ \t]{0,8}(?:[-*+][ \t]{1,4})?(?:\*\*)?([A-Za-z][A-Za-z/-]{0,20}(?: [A-Za-z/-]{1,20}){0,4})"
-    r"(?:\*\*)?[ \t]{0,2}:"
-    r"(?:\*\*)?[ \t]{1,8}([^\n]{1,300})$",
+    r"^[ \t]{0,8}(?:[-*+][ \t]{1,4})?(?:\*\*)?"
+    r"([A-Za-z][A-Za-z/-]{0,20}(?: [A-Za-z/-]{1,20}){0,4}|\u8bbe\u5907\u540d\u79f0)"
+    r"(?:\*\*)?[ \t]{0,2}(?::(?:\*\*)?[ \t]{1,8}|\uff1a(?:\*\*)?[ \t]{0,8})([^\n]{1,300})$",
     re.MULTILINE,
 )
+# Keys in other languages, as their English key: "设备名称" (device name) with a full-width colon,
+# zzc0721/torch-performance-test-data's submission template.
+_KEY_NAMES = {"\u8bbe\u5907\u540d\u79f0": "device name"}
 _GPU_KEYS = {
     "gpu",
     "gpus",
@@ -72,8 +77,17 @@ _DRIVER_KEYS = {
     "display driver",
 }
 _CUDA_KEYS = {"cuda version"}
-# GPU keys that may stand alone: ones that say GPU ("Device:" or "Hardware:" alone may be anything).
-_LONE_GPU_KEYS = {"gpu", "gpus", "gpu model", "gpu name", "graphics card", "video card"}
+# GPU keys that may stand alone: ones that say GPU ("Device:" or "Hardware:" alone may be anything),
+# and a benchmark's "Device Name" (never paired: its "CUDA Version" beside it may be torch's).
+_LONE_GPU_KEYS = {
+    "gpu",
+    "gpus",
+    "gpu model",
+    "gpu name",
+    "graphics card",
+    "video card",
+    "device name",
+}
 # An issue form's field: "### Label", blank lines, the answer on a line of its own.
 _HEADING = re.compile(
     r"^#{2,4}[ \t]{1,4}([A-Za-z][A-Za-z /-]{0,40})\n(?:[ \t]{0,8}\n){1,2}[ \t]{0,8}([^\n]{1,300})$",
@@ -103,12 +117,25 @@ _CUDA_DRIVER = re.compile(r"[ \t]{1,4}\((?:NVIDIA[ \t])?[Dd]river(?:[ \t]version
 _DRIVER_CUDA = re.compile(r"[ \t]{1,4}\(CUDA(?:[ \t]Version)?:?[ \t]{1,4}(\d{1,2}\.\d)\)")
 _PCI = re.compile(r"10de:([0-9a-fA-F]{4})\b")
 _TRIM = "`*_ \t"
+# A value that opens with a markdown link: "[572.75](https://...572.75.exe)" reads as its text.
+_LINK = re.compile(r"\[([^\[\]\n]{1,100})\]\([^()\s]{1,500}\)")
+
+
+def _unlinked(value: str) -> str:
+    """The value with a markdown link at its start replaced by the link's text."""
+    link = _LINK.match(value)
+    return link.group(1) + value[link.end() :] if link else value
+
+
+def _key(raw: str) -> str:
+    """A list key lower-cased with single spaces, in English."""
+    return _KEY_NAMES.get(raw, " ".join(raw.lower().split()))
 
 
 def _entries(text: str) -> list[tuple[str, str]]:
     """(key, value) of every list line, the key lower-cased with single spaces."""
     return [
-        (" ".join(m.group(1).lower().split()), m.group(2).strip(_TRIM))
+        (_key(m.group(1)), _unlinked(m.group(2).strip(_TRIM)).strip(_TRIM))
         for m in _LINE.finditer(text)
     ]
 

@@ -11,6 +11,16 @@ The GPUs are the header's columns (GPU0, GPU1, ... in order; a paste cut after s
 shows them all), read only when a row under it has "X" in its own column. Their names stay unknown:
 other outputs in the same paste name them and merge by index (or by place, when those give none).
 The header may carry the terminal's underline escape.
+
+A paste cut above the header (unslothai/unsloth#3872, sgl-project/sglang#29162) still shows how
+many GPUs there are when its last GPU row is followed by the first other device's row:
+
+    GPU7    NV18    NV18    NV18    NV18    NV18    NV18    NV18     X      SYS     SYS ...
+    NIC0    PIX     NODE    SYS     SYS     SYS     SYS     SYS     SYS      X      NODE ...
+
+each GPU row marks itself "X" in its own column, in order, and the device row's "X" stands in the
+column right after the last GPU's (here column 8: GPU0 to GPU7). Rows cut before another device's
+row give no count and stay unread.
 """
 
 from __future__ import annotations
@@ -60,13 +70,37 @@ def _indices(text: str) -> list[int]:
     return list(range(columns)) if found else []
 
 
+def _marks_itself(cells: list[str], index: int) -> bool:
+    """Whether a matrix row has "X" in column `index` (cells[0] is the row's name)."""
+    return len(cells) > index + 1 and cells[index + 1] == "X"
+
+
+def _headless(text: str) -> list[int]:
+    """The GPU columns of a matrix cut above its header: GPU rows in order, each marking itself,
+    then another device's row marking the column right after the last GPU's."""
+    last: int | None = None
+    for line in text.split("\n"):
+        cells = _ESCAPE.sub("", line).split()
+        row = _GPU.fullmatch(cells[0]) if cells else None
+        if row is not None:
+            index = int(row.group(1))
+            ordered = last is None or index == last + 1
+            last = index if ordered and _marks_itself(cells, index) else None
+        elif last is not None and _marks_itself(cells, last + 1):
+            return list(range(last + 1))
+        else:
+            last = None
+    return []
+
+
 def parse_gpu_topology(text: str) -> HostFacts:
-    """One Gpu (index only) per row of the first topology matrix."""
-    return HostFacts(gpus=[Gpu(index=index) for index in _indices(text)])
+    """One Gpu (index only) per row of the first topology matrix, or of one cut above its header."""
+    indices = _indices(text) if _HEADER.search(text) else []
+    return HostFacts(gpus=[Gpu(index=index) for index in indices or _headless(text)])
 
 
 def detect_gpu_topology(text: str) -> bool:
-    return _HEADER.search(text) is not None and bool(_indices(text))
+    return bool(parse_gpu_topology(text).gpus)
 
 
 FORMATS = [Format("nvidia-smi topology matrix", detect_gpu_topology, parse_gpu_topology)]

@@ -628,7 +628,24 @@ def parse_list(text: str) -> HostFacts:
         facts.gpus.append(Gpu(index=int(match[0]), name=match[1].strip(), uuid=match[2]))
     if not facts.gpus:
         facts.gpus = _cut_list(lines)
+    facts.gpus.extend(_cut_last(lines, facts.gpus))
     return facts
+
+
+def _cut_last(lines: list[str], listed: list[Gpu]) -> list[Gpu]:
+    """The GPU of a paste that ends inside its line ("GPU 1: NVIDIA GeForc", NixOS/nixpkgs#353059).
+
+    Read only as the paste's last line, right under a full "GPU n: NAME (UUID: ...)" line of the
+    GPU before it; the name is cut, so it stays unknown.
+    """
+    text = [line for line in lines if line.strip()]
+    if len(text) < 2 or not listed or listed[-1].uuid is None or _list_gpu(text[-1]) is not None:
+        return []
+    row = _cut_list_gpu(text[-1])
+    before = _list_gpu(text[-2]) if _cut_list_gpu(text[-2]) else None  # a line of its own
+    if row is None or before is None or int(before[0]) != listed[-1].index:
+        return []
+    return [Gpu(index=int(row[0]))] if int(row[0]) == int(before[0]) + 1 else []
 
 
 def _cut_list(lines: list[str]) -> list[Gpu]:
