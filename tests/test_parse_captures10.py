@@ -127,16 +127,16 @@ def test_headless_rows_that_do_not_show_the_count_stay_unread(lines: list[str]) 
 LISTED = "GPU 0: NVIDIA GeForce RTX 4090 (UUID: GPU-c475e08b-0cc5-f5aa-4326-99699429b449)"
 
 
-def test_a_list_ending_inside_a_gpus_name_shows_the_gpu_with_no_name() -> None:
-    facts = nvidia_smi.parse_list(f"$ nvidia-smi -L\n{LISTED}\nGPU 1: NVIDIA GeForc\n")
+@pytest.mark.parametrize("end", ["", "```\n"])  # a closing fence ends the paste too
+def test_a_list_ending_inside_a_gpus_name_shows_the_gpu_with_no_name(end: str) -> None:
+    facts = nvidia_smi.parse_list(f"$ nvidia-smi -L\n{LISTED}\nGPU 1: NVIDIA GeForc\n{end}")
     assert [(g.index, g.name) for g in facts.gpus] == [(0, "NVIDIA GeForce RTX 4090"), (1, None)]
 
 
 @pytest.mark.parametrize(
     "text",
     [
-        f"{LISTED}\nGPU 1: NVIDIA GeForc\n```\n",  # not where the paste ends
-        f"{LISTED}\nGPU 1: NVIDIA GeForc\nsome more text\n",
+        f"{LISTED}\nGPU 1: NVIDIA GeForc\nsome more text\n",  # not where the paste ends
         f"{LISTED}\nGPU 2: NVIDIA GeForc\n",  # not the next index
         f"{LISTED}\n\nGPU 0: NVIDIA GeForc\n",
         f"{LISTED}\nok\nGPU 1: NVIDIA GeForc\n",  # not right under the GPU before it

@@ -80,6 +80,8 @@ ANCHORS = (
     b"couldn't bind",
     b"ootless",
     b"Unknown CUDA arch",  # torch cpp_extension's refusal, quoted without its ValueError
+    b"cuDNN version",  # torch's cuDNN incompatibility, pasted without its RuntimeError
+    b"for option 'gpu-name'",  # ptxas's unknown-arch refusal, quoted without "ptxas fatal"
 )
 # Lines worth handing to the fact parsers: they name drivers, GPUs, versions and images (and
 # ggml_cuda_init's "found N CUDA devices", which its device-line parser needs).

@@ -635,10 +635,10 @@ def parse_list(text: str) -> HostFacts:
 def _cut_last(lines: list[str], listed: list[Gpu]) -> list[Gpu]:
     """The GPU of a paste that ends inside its line ("GPU 1: NVIDIA GeForc", NixOS/nixpkgs#353059).
 
-    Read only as the paste's last line, right under a full "GPU n: NAME (UUID: ...)" line of the
-    GPU before it; the name is cut, so it stays unknown.
+    Read only as the paste's last line (a closing markdown fence aside), right under a full
+    "GPU n: NAME (UUID: ...)" line of the GPU before it; the name is cut, so it stays unknown.
     """
-    text = [line for line in lines if line.strip()]
+    text = [line for line in lines if line.strip() and not line.strip().startswith("```")]
     if len(text) < 2 or not listed or listed[-1].uuid is None or _list_gpu(text[-1]) is not None:
         return []
     row = _cut_list_gpu(text[-1])
