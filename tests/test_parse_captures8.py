@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from checks.facts import capture
 from checks.facts.parsers import collect_env, containers, env_list, llamacpp, neofetch
 
 CHUNK = (
@@ -98,8 +99,8 @@ def test_a_device_line_without_its_header_implies_the_lower_indices() -> None:
         "Sep 26 10:43:08 ollama[6664]:   Device 2: Tesla V100-SXM2-32GB, compute capability 7.0,"
         " VMM: yes, ID: GPU-dfc3d6a8\n"
     )
-    assert llamacpp.detect_llamacpp(text)
-    facts = llamacpp.parse_llamacpp(text)
+    facts, seen = capture.recognise(capture.clean(text))
+    assert "llama.cpp" in " ".join(seen)
     assert [(g.index, g.name, g.compute_capability) for g in facts.gpus] == [
         (0, None, None),
         (1, None, None),

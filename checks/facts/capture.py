@@ -30,7 +30,8 @@ _TAGS = re.compile(r"</?(?:b|strong|i|em|pre|code|tt|kbd|br)\s*/?>", re.IGNORECA
 _ENTITY = re.compile(r"&(gt|lt|amp|quot|#39|nbsp);")
 _ENTITIES = {"gt": ">", "lt": "<", "amp": "&", "quot": '"', "#39": "'", "nbsp": " "}
 # What a log system puts before each line: syslog or `journalctl` ("Feb 28 12:44:31 host
-# ollama[854770]: ", a localised month "2月 21 ..."), `journalctl -o short-iso`
+# ollama[854770]: ", with no host when the journal leaves it out, "Sep 26 10:43:08 ollama[6664]: "
+# in ollama/ollama#12403, a localised month "2月 21 ..."), `journalctl -o short-iso`
 # ("2025-02-28T12:44:31+0000 host proc[1]: "), a kernel timestamp ("[   12.442423] "), and
 # llama-box's elapsed time and level ("0.00.125.936 I "). Every run is bounded or stops at a
 # blank, so each line start is tried once.
@@ -38,7 +39,7 @@ _LOG_PREFIX = re.compile(
     r"^(?:(?:[^\s\d]{1,10}[ \t]{1,2}\d{1,2}|\d{1,2}月[ \t]{1,2}\d{1,2}日?)"
     r"[ \t]\d\d:\d\d:\d\d(?:\.\d{1,9})?"
     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?)"
-    r"[ \t][\w.-]{1,255}[ \t][\w./@-]{1,255}(?:\[\d{1,10}\])?:[ \t]"
+    r"[ \t](?:[\w.-]{1,255}[ \t])?[\w./@-]{1,255}(?:\[\d{1,10}\])?:[ \t]"
     r"|^\[[ \t]{0,12}\d{1,10}\.\d{1,9}\][ \t]"
     r"|^\d{1,4}\.\d\d\.\d\d\d\.\d\d\d [DIWE] ?",
     re.MULTILINE,

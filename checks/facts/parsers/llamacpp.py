@@ -11,18 +11,17 @@ from checks.facts.probe import Probe
 
 # "  Device 0: NAME, compute capability 8.6, VMM: yes[, VRAM: 8150 MiB]" (ggml_cuda_init) and
 # "  Device 0: NAME, compute capability 6.1" (ggml_init_cublas, 2023); a user may bold the middle.
-# A terminal that wrapped the paste may join it to "found N CUDA devices:" on one line; a journal
-# whose prefix lacks the host ("Sep 26 10:43:08 ollama[6664]:") leaves it after "]:".
+# A terminal that wrapped the paste may join it to "found N CUDA devices:" on one line.
 _DEVICE = re.compile(
-    r"(?:^|CUDA devices:|\]:)[^\S\n]*Device (\d{1,4}): ([^\n]+?), "
+    r"(?:^|CUDA devices:)[^\S\n]*Device (\d{1,4}): ([^\n]+?), "
     r"\**compute capability (\d+\.\d+)\**(?:, VMM: (?:yes|no))?(?:, VRAM: (\d+) MiB)?",
     re.MULTILINE,
 )
-# A paste cut below "found N CUDA devices:" keeps only device lines, maybe behind a journal's
-# "ollama[6664]:" (ollama/ollama#12403): read alone only in ggml_cuda_init's full shape, its
-# ", VMM: yes|no" included.
+# A paste cut below "found N CUDA devices:" keeps only device lines (ollama/ollama#12403, behind
+# a journal's prefix that capture.clean takes off): read alone only in
+# ggml_cuda_init's full shape, its ", VMM: yes|no" included.
 _DEVICE_ALONE = re.compile(
-    r"(?:^|\]:)[^\S\n]*Device \d{1,4}: [^\n]+?, compute capability \d+\.\d+, VMM: (?:yes|no)\b",
+    r"^[^\S\n]*Device \d{1,4}: [^\n]+?, compute capability \d+\.\d+, VMM: (?:yes|no)\b",
     re.MULTILINE,
 )
 # CUDA numbers its devices 0..N-1: a listed "Device 2" means devices 0 and 1 exist, named or not.
