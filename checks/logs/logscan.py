@@ -82,6 +82,9 @@ ANCHORS = (
     b"Unknown CUDA arch",  # torch cpp_extension's refusal, quoted without its ValueError
     b"cuDNN version",  # torch's cuDNN incompatibility, pasted without its RuntimeError
     b"for option 'gpu-name'",  # ptxas's unknown-arch refusal, quoted without "ptxas fatal"
+    b"Could NOT find CUDA",  # CMake's FindCUDA and FindCUDAToolkit, on a status or message line
+    b"fallen off",  # Xid 79's "GPU has fallen off the bus", an NVRM line with no error word
+    b"region assigned to your NVIDIA",  # the probe's refusal of a BAR the firmware left unmapped
 )
 # Lines worth handing to the fact parsers: they name drivers, GPUs, versions and images (and
 # ggml_cuda_init's "found N CUDA devices", which its device-line parser needs).
