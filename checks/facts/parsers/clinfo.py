@@ -1,4 +1,5 @@
-"""clinfo's long form: the GPUs, the driver and its CUDA version under NVIDIA's OpenCL platform.
+"""clinfo's long form, and device listings of other OpenCL programs: the GPUs, the driver and its
+CUDA version under NVIDIA's OpenCL platform.
 
 NVIDIA's OpenCL library ships with the driver (it is the driver's ICD, not the toolkit's), and its
 platform version names the CUDA version of that driver: driver 470.63.01 reports "OpenCL 3.0
@@ -68,7 +69,73 @@ def detect_clinfo(text: str) -> bool:
     return any(p == _NVIDIA and k == "Device Name" for p, k, _ in _entries(text))
 
 
-FORMATS = [Format("clinfo", detect_clinfo, parse_clinfo)]
+# A device listing an OpenCL program prints in "key: value" lines (the GPGPU course's enumDevices,
+# GPGPUCourse/GPGPUTasks2023#56), its labels the author's own:
+#     Number of OpenCL platforms: 1
+#     Platform #1/1
+#         Platform name: NVIDIA CUDA
+#         Number of devices: 1
+#             Device name: NVIDIA GeForce GTX 1650
+#             Device driver version: 525.125.06
+# Only the NVIDIA CUDA platform is read: from its "Platform name" to the next platform.
+_LISTING = "Number of OpenCL platforms:"
+_LABEL = re.compile(r"[ \t]{0,16}([A-Za-z][A-Za-z ]{0,40}?)[ \t]{0,4}:[ \t]{0,16}")
+_NAME_KEYS = ("name", "device name")
+_DRIVER_KEYS = ("driver version", "device driver version")
+_COUNT_KEYS = ("number of devices", "device count")
+_NEXT_PLATFORM = re.compile(r"[ \t]{0,16}Platform #?\d{1,3}\b")
+_DEVICE_OF = re.compile(r"[ \t]{0,16}(?:-- )?Device #\d{1,2}/(\d{1,2})\b")
+_COUNT = re.compile(r"\d{1,2}")
+MAX_DEVICES = 16
+
+
+def _listing(text: str) -> list[tuple[str, str]]:
+    """(key, value) of each line of the NVIDIA CUDA platform, keys lower-cased."""
+    entries: list[tuple[str, str]] = []
+    nvidia = False
+    for line in text.split("\n"):
+        if _NEXT_PLATFORM.match(line):
+            nvidia = False
+            continue
+        numbered = _DEVICE_OF.match(line)
+        if numbered is not None and nvidia:  # "Device #2/4": the platform has 4
+            entries.append(("device count", numbered.group(1)))
+            continue
+        label = _LABEL.match(line)
+        if label is None:
+            continue
+        key, value = " ".join(label.group(1).lower().split()), line[label.end() :].strip()
+        if key == "platform name":
+            nvidia = value == _NVIDIA
+        elif nvidia:
+            entries.append((key, value))
+    return entries
+
+
+def parse_opencl_listing(text: str) -> HostFacts:
+    """The devices and driver version an OpenCL listing shows under NVIDIA's platform."""
+    facts = HostFacts()
+    count = 0
+    for key, value in _listing(text):
+        if key in _NAME_KEYS and value:
+            facts.gpus.append(Gpu(name=value))
+        elif key in _DRIVER_KEYS and (driver := _DRIVER.fullmatch(value)):
+            facts.driver.version = facts.driver.version or driver.group(1)
+        elif key in _COUNT_KEYS and _COUNT.fullmatch(value):
+            count = max(count, int(value))
+    if len(facts.gpus) < count <= MAX_DEVICES:  # a listing cut before its last devices
+        facts.gpus.extend(Gpu() for _ in range(count - len(facts.gpus)))
+    return facts
+
+
+def detect_opencl_listing(text: str) -> bool:
+    return _LISTING in text and not detect_clinfo(text) and bool(_listing(text))
+
+
+FORMATS = [
+    Format("clinfo", detect_clinfo, parse_clinfo),
+    Format("OpenCL device listing", detect_opencl_listing, parse_opencl_listing),
+]
 
 # No probe: nvidia-smi reports the driver on a host; clinfo is for pasted output.
 PROBES: list[Probe] = []

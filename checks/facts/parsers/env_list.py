@@ -44,7 +44,7 @@ import re
 
 from checks.facts import gpus
 from checks.facts.model import Gpu, HostFacts, merge
-from checks.facts.parsers import Format
+from checks.facts.parsers import Format, clinfo
 from checks.facts.probe import Probe
 
 _LINE = re.compile(
@@ -238,7 +238,10 @@ def parse_env_list(text: str) -> HostFacts:
     headed = _headings(text)
     if listed.gpus:  # the same GPU, typed twice
         headed.gpus = []
-    return merge(headed, listed)
+    facts = merge(headed, listed)
+    if facts.gpus and clinfo.detect_opencl_listing(text):  # its "Device name" lines are its own
+        facts.gpus = []
+    return facts
 
 
 def detect_env_list(text: str) -> bool:

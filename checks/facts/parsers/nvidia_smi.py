@@ -488,6 +488,93 @@ def parse_query_text(text: str) -> HostFacts:
     return facts
 
 
+# `nvidia-smi -q` piped through grep: the lines it keeps, without the NVSMI LOG banner or the
+# "GPU <bus id>" headers (NVIDIA/mig-parted#120):
+#     $ sudo nvidia-smi -q | grep -E "Product Name|Device Id"
+#         Product Name                          : NVIDIA H200
+#             Device Id                         : 0x233510DE
+# Read only right below the command: each "Product Name" at the least indent starts a GPU (a
+# vGPU guest's licensed product has one deeper), "Device Id" is its PCI vendor and device id.
+_GREP_STAGES = ("grep", "egrep", "head", "tail")
+_DEVICE_ID = re.compile(r"0x([0-9A-Fa-f]{4})10[dD][eE]")
+
+
+def _stages(line: str) -> list[str]:
+    """The stages of a shell pipeline, split at each "|" outside quotes."""
+    stages, start, quote = [], 0, ""
+    for i, char in enumerate(line):
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "|":
+            stages.append(line[start:i])
+            start = i + 1
+    return [*stages, line[start:]]
+
+
+def _q_grep_command(line: str) -> bool:
+    """Whether `line` runs `nvidia-smi -q` (or -a) at a prompt through grep and nothing that
+    rewrites lines."""
+    stages = [stage.split() for stage in _stages(line)]
+    if len(stages) < 2 or not all(stages):
+        return False
+    smi = stages[0]
+    ends = ("nvidia-smi", "nvidia-smi.exe")
+    at = next((i for i, word in enumerate(smi) if word.endswith(ends)), -1)
+    if at < 0 or not any(word in ("-q", "--query", "-a") for word in smi[at + 1 :]):
+        return False
+    if at and smi[at - 1] != "sudo" and not smi[at - 1].endswith(("$", "#", ">")):
+        return False  # a command named in a sentence, not one run at a prompt
+    return stages[1][0] in ("grep", "egrep") and all(s[0] in _GREP_STAGES for s in stages[2:])
+
+
+def _q_grep_blocks(text: str) -> list[list[str]]:
+    """The "key : value" lines right below each grep'd `nvidia-smi -q` command."""
+    blocks: list[list[str]] = []
+    lines = _lines(text)
+    for i, line in enumerate(lines):
+        if "nvidia-smi" not in line or not _q_grep_command(line):
+            continue
+        block: list[str] = []
+        for below in lines[i + 1 :]:
+            if not below.strip():
+                if block:  # grep's lines run together; a blank line after them ends them
+                    break
+                continue
+            entry = _q_line(below)
+            if entry is None or entry[2] is None or not entry[2].strip():
+                break
+            block.append(below)
+        blocks.append(block)
+    return blocks
+
+
+@_safe
+def parse_query_grep(text: str) -> HostFacts:
+    """The GPUs, their PCI device ids, the driver and its CUDA in grep'd `nvidia-smi -q` lines."""
+    facts = HostFacts()
+    for block in _q_grep_blocks(text):
+        entries = [entry for entry in map(_q_line, block) if entry is not None]
+        names = [len(e[0].expandtabs(4)) for e in entries if e[1].strip() == "Product Name"]
+        gpu: Gpu | None = None
+        for indent, key, value in entries:
+            key = key.strip()
+            if key == "Product Name" and len(indent.expandtabs(4)) == min(names):
+                gpu = Gpu(name=_clean(value))
+                facts.gpus.append(gpu)
+            elif key == "Device Id" and gpu is not None and gpu.pci_device_id is None:
+                found = _DEVICE_ID.fullmatch((value or "").strip())
+                gpu.pci_device_id = f"10de:{found.group(1).lower()}" if found else None
+            elif key == "Driver Version" and not indent:
+                facts.driver.version = facts.driver.version or _version(value)
+            elif key == "CUDA Version" and not indent:
+                facts.driver.cuda_version = facts.driver.cuda_version or _version(value)
+        if facts.gpus or facts.driver.version:
+            break
+    return facts
+
+
 # --- nvidia-smi -q -x ----------------------------------------------------------------------------
 
 _XML_START = re.compile(r"<\?xml[^<>]*>|<!DOCTYPE nvidia_smi_log|<nvidia_smi_log\b")
@@ -779,6 +866,10 @@ def _detect_query_text(text: str) -> bool:
     )
 
 
+def _detect_query_grep(text: str) -> bool:
+    return not _detect_query_text(text) and any(_q_grep_blocks(text))
+
+
 def _detect_xml(text: str) -> bool:
     return "<nvidia_smi_log" in text
 
@@ -810,6 +901,7 @@ FORMATS: list[Format] = [
     Format("nvidia-smi table", _detect_table, parse_table),
     Format("nvidia-smi --query-gpu CSV", _detect_csv, parse_query_csv),
     Format("nvidia-smi -q", _detect_query_text, parse_query_text),
+    Format("nvidia-smi -q through grep", _detect_query_grep, parse_query_grep),
     Format("nvidia-smi -q -x", _detect_xml, parse_xml),
     Format("nvidia-smi -L", _detect_list, parse_list),
     Format("nvidia-smi --version", _detect_version, parse_version),

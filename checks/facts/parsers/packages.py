@@ -1,11 +1,12 @@
-"""Installed packages (`dpkg -l`, `apt list --installed`, `dnf list installed`): driver, toolkit.
+"""Installed packages (`dpkg -l`, `apt list --installed`, `dnf list installed`, `rpm -qa`): driver,
+toolkit.
 
 The driver package carries the userspace driver's version (nvidia-384 384.81-0ubuntu1,
 nvidia-driver-535 535.183.01-0ubuntu1, Fedora's nvidia-driver.x86_64 2:387.34-1.fc27);
 nvidia-container-toolkit the Container Toolkit's; cuda-nvcc-X-Y the toolkit's nvcc (13.0.88, the
 number `nvcc --version` prints) and cuda-compat-X-Y the forward-compatibility libcuda's driver.
 Only installed packages count: dpkg's "ii" and "hi" (held with `apt-mark hold`, as drivers often
-are), apt's "[installed...]", the lines `dnf list installed` (or `yum`) prints.
+are), apt's "[installed...]", the lines `dnf list installed` (or `yum`) and `rpm -qa` print.
 """
 
 from __future__ import annotations
@@ -33,7 +34,16 @@ _DRIVER_PACKAGE = re.compile(
 )
 # Unnumbered packages whose version is the userspace driver's: nvidia-driver (negativo17's and
 # NVIDIA's CUDA repository's RPM, Debian's metapackage), RPM Fusion's xorg-x11-drv-nvidia.
-_RPM_DRIVER_PACKAGE = re.compile(r"nvidia-driver|xorg-x11-drv-nvidia")
+# NVIDIA's CUDA repository's flavours of the driver package (nvidia-driver-latest-dkms; its -cuda
+# and -libs are parts, as nvidia-driver-cuda is) and its cuda-drivers metapackage, which takes the
+# driver's version (cuda-drivers-465.19.01-1, Azure/az-hop#269).
+_RPM_DRIVER_PACKAGE = re.compile(
+    r"nvidia-driver(?:-latest(?:-dkms)?)?|xorg-x11-drv-nvidia|cuda-drivers"
+)
+# `rpm -qa` (or `rpm -q NAME`): one "name-version-release.arch" a line right below the command,
+# never an epoch ("3:"), which dnf's transaction lists of removed packages do print.
+_RPM_COMMAND = re.compile(r"(?:^|[\s$#>])rpm -q")
+_NEVRA = re.compile(r"([a-z0-9][\w.+-]{0,200})\.(?:x86_64|aarch64|ppc64le|i686|noarch)")
 # Ubuntu's other numbered driver packages carry the same version (libnvidia-cfg1-470:amd64
 # 470.103.01-0ubuntu0.20.04.1) when the paste lacks the compute or driver row; a transitional one
 # carries another branch's (libnvidia-common-455 460.91.03), so the branch must match the version.
@@ -48,8 +58,22 @@ _NVCC_PACKAGE = re.compile(r"cuda-nvcc-(\d+)-(\d+)")
 _COMPAT_PACKAGE = re.compile(r"cuda-compat-\d+-\d+")
 
 
+def _rpm_qa(text: str) -> list[tuple[str, str]]:
+    """(name, version) of the lines right below each `rpm -q` command: the last two "-" parts of
+    each are its version and release."""
+    found = []
+    below = False
+    for line in text.split("\n"):
+        nevra = _NEVRA.fullmatch(line.strip()) if below else None
+        below = nevra is not None or bool(_RPM_COMMAND.search(line))
+        parts = nevra.group(1).rsplit("-", 2) if nevra else []
+        if len(parts) == 3 and parts[0] and parts[1][:1].isdigit():
+            found.append((parts[0], parts[1]))
+    return found
+
+
 def _installed(text: str) -> list[tuple[str, str]]:
-    return _DPKG.findall(text) + _APT.findall(text) + _DNF.findall(text)
+    return _DPKG.findall(text) + _APT.findall(text) + _DNF.findall(text) + _rpm_qa(text)
 
 
 def _driver_package(name: str) -> bool:
@@ -104,7 +128,7 @@ def detect_packages(text: str) -> bool:
     )
 
 
-FORMATS = [Format("dpkg -l / apt list / dnf list", detect_packages, parse_packages)]
+FORMATS = [Format("dpkg -l / apt list / dnf list / rpm -qa", detect_packages, parse_packages)]
 
 # No probe: the driver and toolkit probes ask the tools themselves.
 PROBES: list[Probe] = []
