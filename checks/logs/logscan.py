@@ -85,6 +85,9 @@ ANCHORS = (
     b"Could NOT find CUDA",  # CMake's FindCUDA and FindCUDAToolkit, on a status or message line
     b"fallen off",  # Xid 79's "GPU has fallen off the bus", an NVRM line with no error word
     b"region assigned to your NVIDIA",  # the probe's refusal of a BAR the firmware left unmapped
+    b"unsupported toolchain",  # the PTX JIT's refusal as hashcat's cuLinkAddData() prints it
+    b"support efficient",  # CTranslate2's compute-type refusal, as C++ hosts and GUIs print it
+    b".singularity.d/libs/",  # the loader's glibc refusal of a library Apptainer's --nv bound
 )
 # Lines worth handing to the fact parsers: they name drivers, GPUs, versions and images (and
 # ggml_cuda_init's "found N CUDA devices", which its device-line parser needs).
