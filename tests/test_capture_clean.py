@@ -146,3 +146,13 @@ def test_each_host_s_own_prefixes_come_off_under_pdsh_s() -> None:
     )
     facts = capture.parse(capture.Capture("pasted", pasted))
     assert [g.name for g in facts.gpus] == ["Quadro GP100"]
+
+
+def test_quote_marks_inside_an_indented_block_come_off_with_its_indent() -> None:
+    """A paste whose command line is quoted ('>python -m sglang.check_env', sgl-project/sglang
+    PR 11052), then indented as a whole: the block loses its indent and the quote mark, so its
+    lines read as they do unindented."""
+    pasted = "Script output on H20\n>python -m sglang.check_env\nCUDA Driver Version: 550.127.08\n"
+    indented = "".join("    " + line for line in pasted.splitlines(keepends=True))
+    assert capture.clean(indented) == capture.clean(pasted)
+    assert "CUDA Driver Version: 550.127.08" in capture.clean(indented).split("\n")

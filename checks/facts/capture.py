@@ -111,8 +111,9 @@ def clean(text: str) -> str:
 
 def _peel(text: str) -> str:
     """One layer of line prefixes off: quote marks, timestamps, log and compose prefixes, and
-    the indent of an indented block."""
-    text = _PYLOG.sub("", _STAMP.sub("", _QUOTE.sub("", text)))
+    the indent of an indented block. An indented block is taken in first as well, so quote marks
+    inside one (a quoted paste indented as a whole) come off with it."""
+    text = _PYLOG.sub("", _STAMP.sub("", _QUOTE.sub("", _dedent(text))))
     return _dedent(_without_services(_LOG_PREFIX.sub("", text)))
 
 
