@@ -349,7 +349,7 @@ def merge(base: D, extra: D) -> D:
         if theirs is None or theirs == []:
             continue
         if mine is None or mine == []:
-            setattr(base, f.name, theirs)
+            setattr(base, f.name, _once_each(theirs) if isinstance(theirs, list) else theirs)
         elif dataclasses.is_dataclass(mine):
             merge(mine, theirs)
         elif isinstance(mine, list):
@@ -373,6 +373,34 @@ def _merge_lists(mine: list[Any], theirs: list[Any]) -> list[Any]:
         else:
             merge(match, item)
     return out
+
+
+def _once_each(items: list[Any]) -> list[Any]:
+    """GPUs of one output, each once: one output may name a GPU twice (an error report and the
+    start-up log under it, a log pasted twice). A repeat shares the bus id or uuid, or, where
+    neither is known, the index under the same name."""
+    out: list[Any] = []
+    seen: dict[tuple[Any, ...], Gpu] = {}
+    for item in items:
+        identity = _identity(item) if isinstance(item, Gpu) else None
+        first = seen.get(identity) if identity is not None else None
+        if first is not None:
+            merge(first, item)
+            continue
+        out.append(item)
+        if identity is not None:
+            seen[identity] = item
+    return out
+
+
+def _identity(gpu: Gpu) -> tuple[Any, ...] | None:
+    if gpu.pci_bus_id:
+        return ("bus", normalise_bus_id(gpu.pci_bus_id))
+    if gpu.uuid:
+        return ("uuid", gpu.uuid)
+    if gpu.index is not None:
+        return ("index", gpu.index, gpu.name)
+    return None
 
 
 def _same_gpu(gpus: list[Any], gpu: Gpu) -> Gpu | None:

@@ -1,5 +1,16 @@
-"""PyTorch's and vLLM's collect_env reports, PyTorch's "not compatible" GPU warnings, and the GPU
-line of PyTorch's old bug-report template, filled in by hand."""
+"""PyTorch's and vLLM's collect_env reports, PyTorch's "not compatible" GPU warnings, the GPU line
+of PyTorch's old bug-report template, filled in by hand, and the reports beside them: Paddle's
+summary_env and detectron2's collect_env.
+
+Paddle's tools/summary_env.py prints "Nvidia driver version: 440.33.01" (from nvidia-smi) and
+"Nvidia driver List:" with `nvidia-smi -L` below it, cut before " (UUID:"; its "CUDA version" is
+nvcc's. detectron2's collect_env prints a two-column table (tabulate), a row per GPU model with
+its devices; later versions add torch's compute capability, and then the driver:
+
+    GPU available           True
+    GPU 0,1                 NVIDIA A100-PCIE-40GB (arch=8.0)
+    Driver version          515.65.01
+"""
 
 from __future__ import annotations
 
@@ -7,7 +18,7 @@ import re
 from collections.abc import Iterator
 
 from checks import versions
-from checks.facts.gpus import lookup
+from checks.facts.gpus import NAME_START, lookup
 from checks.facts.model import Gpu, HostFacts, PythonPackage, Toolkit
 from checks.facts.parsers import Format
 from checks.facts.probe import Probe
@@ -17,10 +28,12 @@ from checks.facts.probe import Probe
 _FIELD = re.compile(
     r"^(?P<key>PyTorch version|CUDA used to build PyTorch|OS|Libc version|Python platform"
     r"|CUDA runtime version|GPU models and configuration|Nvidia driver version|vLLM Version"
-    r"|Is CUDA available) *:[ \t]*(?P<value>[^\n]*)$",
+    r"|Is CUDA available|Nvidia driver List) *:[ \t]*(?P<value>[^\n]*)$",
     re.MULTILINE,
 )
 _GPU_LINE = re.compile(r"GPU (\d{1,4}): (.+)")  # on a stripped line
+# The keys that list "GPU 0: NAME" lines: PyTorch's, and Paddle's over `nvidia-smi -L`.
+_GPU_LIST_KEYS = {"GPU models and configuration", "Nvidia driver List"}
 # Keys only collect_env prints, next to its GPU and driver keys: a paste cut past the report's
 # head ("Collecting environment information...", "PyTorch version") still shows them
 # (vllm-project/vllm#30435 starts at "CUDA_MODULE_LOADING set to   :").
@@ -68,7 +81,7 @@ def parse_collect_env(text: str) -> HostFacts:
     fields: dict[str, str] = {}
     for key, found, end in _fields(text):
         fields.setdefault(key, found)
-        if key == "GPU models and configuration" and not facts.gpus:
+        if key in _GPU_LIST_KEYS and not facts.gpus:
             facts.gpus = _gpus(found, text, end)
     value = {key: raw for key, raw in fields.items() if raw not in _UNKNOWN}
     _system(facts, value)
@@ -201,6 +214,7 @@ def parse_template_gpu(text: str) -> HostFacts:
 
 
 _CHUNK_KEYS = {"GPU models and configuration", "Nvidia driver version"}
+_PADDLE_KEYS = {"Nvidia driver version", "Nvidia driver List"}
 
 
 def detect_collect_env(text: str) -> bool:
@@ -210,9 +224,45 @@ def detect_collect_env(text: str) -> bool:
     return (
         ("PyTorch version" in keys and len(keys) >= 3)
         or (keys >= _CHUNK_KEYS and _OWN_KEY.search(text) is not None)
+        or keys >= _PADDLE_KEYS
         or _INCOMPATIBLE.search(text) is not None
         or _WANT_TO_USE.search(text) is not None
     )
+
+
+# detectron2's table: rows of a name, two spaces or more, and the value.
+_D2_AVAILABLE = re.compile(r"^(?:GPU|CUDA) available[ \t]{2,60}(?:True|Yes)[ \t]*$", re.MULTILINE)
+_D2_GPUS = re.compile(r"^GPU (\d{1,3}(?:,\d{1,3}){0,63})[ \t]{2,60}(\S[^\n]{0,160})$", re.MULTILINE)
+_D2_ARCH = re.compile(r" \(arch=(\d{1,2}\.\d{1,2})\)$")
+_D2_DRIVER = re.compile(
+    r"^Driver version[ \t]{2,60}(\d{3}\.\d{1,3}(?:\.\d{1,3})?)[ \t]*$", re.MULTILINE
+)
+_NVIDIA_NAME = re.compile(rf"{NAME_START}\b")
+
+
+def parse_detectron2_env(text: str) -> HostFacts:
+    """detectron2's collect_env table: each GPU row's devices with their name and capability, and
+    the driver where the table has one; a GPU row of another vendor's name is not read."""
+    facts = HostFacts()
+    if _D2_AVAILABLE.search(text) is None:
+        return facts
+    for row in _D2_GPUS.finditer(text):
+        value = row.group(2).rstrip(" \t\r")
+        arch = _D2_ARCH.search(value)
+        name = value[: arch.start()] if arch else value
+        if _NVIDIA_NAME.match(name) is None and lookup(name) is None:
+            continue
+        facts.gpus += [
+            Gpu(index=int(index), name=name, compute_capability=arch.group(1) if arch else None)
+            for index in row.group(1).split(",")
+        ]
+    driver = _D2_DRIVER.search(text)
+    facts.driver.version = driver.group(1) if driver and facts.gpus else None
+    return facts
+
+
+def detect_detectron2_env(text: str) -> bool:
+    return bool(parse_detectron2_env(text).gpus)
 
 
 def detect_template_gpu(text: str) -> bool:
@@ -222,6 +272,7 @@ def detect_template_gpu(text: str) -> bool:
 FORMATS = [
     Format("collect-env", detect_collect_env, parse_collect_env),
     Format("bug-report template GPU line", detect_template_gpu, parse_template_gpu),
+    Format("detectron2 collect_env", detect_detectron2_env, parse_detectron2_env),
 ]
 
 # No probe: collect_env imports torch; the python-stack probe reads the same packages' metadata.

@@ -9,6 +9,15 @@ Only NVIDIA's proprietary driver gives a driver version: a device run by Mesa (N
 WSL, "Microsoft Direct3D12 (NVIDIA ...)") reports Mesa's version, and a Jetson's integrated GPU
 ("NVIDIA Tegra Orin (nvgpu)") its L4T release, not a driver branch. Dozen's devices are skipped:
 their name is Microsoft's.
+
+The Ryujinx emulator logs the Vulkan device it renders on (PrintGpuInformation in
+Ryujinx.Graphics.Vulkan/VulkanRenderer.cs) as the vendor, the device's name, and NVIDIA's packed
+driver version decoded the same way:
+
+    00:00:03.820 |N| GUI.RenderLoop Gpu PrintGpuInformation: NVIDIA NVIDIA GeForce GTX 1650
+    (Vulkan v1.3.224, Driver v526.47.0.0)
+
+(one line). Its vendor word is "NVIDIA" only for NVIDIA's PCI vendor id.
 """
 
 from __future__ import annotations
@@ -48,8 +57,9 @@ def _devices(text: str) -> list[dict[str, str]]:
 
 
 def _nvidia_version(major: int, minor: int, patch: int) -> str:
-    """NVIDIA's version from its parts: the third is two digits (470.161.03), absent when 0."""
-    return f"{major}.{minor}" if patch == 0 else f"{major}.{minor}.{patch:02d}"
+    """NVIDIA's version from its parts: the second and third are two digits at least (566.03,
+    470.161.03), the third absent when 0."""
+    return f"{major}.{minor:02d}" if patch == 0 else f"{major}.{minor:02d}.{patch:02d}"
 
 
 def _driver(device: dict[str, str]) -> str | None:
@@ -101,7 +111,32 @@ def detect_vulkaninfo(text: str) -> bool:
     return any(m.group(1) == "deviceName" for m in _FIELD.finditer(text))
 
 
-FORMATS = [Format("vulkaninfo", detect_vulkaninfo, parse_vulkaninfo)]
+_RYUJINX = re.compile(
+    rf"\bPrintGpuInformation: NVIDIA ({gpus.NAME_START}\b[^\n()]{{0,120}})"
+    r" \(Vulkan v\d{1,2}\.\d{1,3}\.\d{1,4}, Driver v(\d{3,4})\.(\d{1,3})\.(\d{1,3})\.\d{1,3}\)"
+)
+
+
+def parse_ryujinx(text: str) -> HostFacts:
+    """The NVIDIA GPU and driver of Ryujinx's "PrintGpuInformation" lines."""
+    facts = HostFacts()
+    names: dict[str, None] = {}  # a line per start of the renderer: each GPU once
+    for found in _RYUJINX.finditer(text):
+        names.setdefault(found.group(1).strip())
+        major, minor, patch = (int(part) for part in found.group(2, 3, 4))
+        facts.driver.version = facts.driver.version or _nvidia_version(major, minor, patch)
+    facts.gpus = [Gpu(name=name) for name in names]
+    return facts
+
+
+def detect_ryujinx(text: str) -> bool:
+    return _RYUJINX.search(text) is not None
+
+
+FORMATS = [
+    Format("vulkaninfo", detect_vulkaninfo, parse_vulkaninfo),
+    Format("Ryujinx GPU information", detect_ryujinx, parse_ryujinx),
+]
 
 # No probe: nvidia-smi and NVML report the driver; vulkaninfo is for pasted output.
 PROBES: list[Probe] = []
