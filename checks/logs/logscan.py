@@ -88,6 +88,7 @@ ANCHORS = (
     b"unsupported toolchain",  # the PTX JIT's refusal as hashcat's cuLinkAddData() prints it
     b"support efficient",  # CTranslate2's compute-type refusal, as C++ hosts and GUIs print it
     b".singularity.d/libs/",  # the loader's glibc refusal of a library Apptainer's --nv bound
+    b"invalid device function",  # cudaErrorInvalidDeviceFunction as miners print it: "GPU 0: ..."
 )
 # Lines worth handing to the fact parsers: they name drivers, GPUs, versions and images (and
 # ggml_cuda_init's "found N CUDA devices", which its device-line parser needs).
