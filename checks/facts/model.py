@@ -334,6 +334,7 @@ def normalise_bus_id(bus_id: str) -> str:
 
 
 D = TypeVar("D")
+MIN_CUT_NAME = 10  # the shortest start of a GPU's name taken for the whole name cut short
 
 
 def merge(base: D, extra: D) -> D:
@@ -372,6 +373,8 @@ def _merge_lists(mine: list[Any], theirs: list[Any]) -> list[Any]:
                 by_key[item.key()] = item
         else:
             merge(match, item)
+            if isinstance(item, Gpu) and _cut_from(match.name, item.name):
+                match.name = item.name  # the whole name, where the first output cut it short
     return out
 
 
@@ -407,12 +410,20 @@ def _same_gpu(gpus: list[Any], gpu: Gpu) -> Gpu | None:
     """GPUs from different outputs share no key when one lacks a bus id: match index, then name."""
     for other in gpus:
         same_name = gpu.name is None or other.name is None or gpu.name == other.name
+        same_name = same_name or _cut_from(gpu.name, other.name) or _cut_from(other.name, gpu.name)
         if gpu.index is not None and other.index == gpu.index and same_name:
             return typing.cast(Gpu, other)
     if gpu.index is None and gpu.name is not None:
         same = [g for g in gpus if g.name == gpu.name]
         if len(same) == 1 and len(gpus) == 1:
             return typing.cast(Gpu, same[0])
+    # The other way round: GPUs known by their name alone (a hand-written "GPU: 2x NAME") and a
+    # tool's list under that name: each is the next one the tool lists.
+    if gpu.name is not None and gpu.key() is not None:
+        alone = (g for g in gpus if g.key() is None and g.name == gpu.name)
+        found = next(alone, None)
+        if found is not None:
+            return typing.cast(Gpu, found)
     # A GPU known only by its index (a topology matrix) and one other outputs list without an index
     # are the same when they stand in the same place: both count in nvidia-smi's (PCI bus) order.
     place = gpu.index
@@ -422,6 +433,14 @@ def _same_gpu(gpus: list[Any], gpu: Gpu) -> Gpu | None:
     if gpu.index is None:
         return next((g for g in gpus if _only_index(g)), None)
     return None
+
+
+def _cut_from(short: str | None, whole: str | None) -> bool:
+    """Whether `short` is `whole` cut short, as nvidia-smi's table cuts a long name ("Tesla
+    P100-PCIE..." for "Tesla P100-PCIE-16GB"): a start of ten characters or more."""
+    if short is None or whole is None:
+        return False
+    return MIN_CUT_NAME <= len(short) < len(whole) and whole.startswith(short)
 
 
 def _only_index(gpu: Gpu) -> bool:

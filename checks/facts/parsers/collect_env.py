@@ -1,6 +1,6 @@
-"""PyTorch's and vLLM's collect_env reports, PyTorch's "not compatible" GPU warnings, the GPU line
-of PyTorch's old bug-report template, filled in by hand, and the reports beside them: Paddle's
-summary_env and detectron2's collect_env.
+"""PyTorch's and vLLM's collect_env reports, PyTorch's "not compatible" and capability GPU
+warnings, the GPU line of PyTorch's old bug-report template, filled in by hand, and the reports
+beside them: Paddle's summary_env and detectron2's collect_env.
 
 Paddle's tools/summary_env.py prints "Nvidia driver version: 440.33.01" (from nvidia-smi) and
 "Nvidia driver List:" with `nvidia-smi -L` below it, cut before " (UUID:"; its "CUDA version" is
@@ -62,6 +62,12 @@ _SUPPORTS = re.compile(r"The current PyTorch install supports CUDA capabilities 
 # them rescans the line from every head.)
 _TOO_OLD_HEAD = re.compile(r"Found GPU(?P<index>\d{1,4}) ")
 _TOO_OLD_TAIL = re.compile(r" which is of cuda capability (?P<cc>\d+\.\d+)")
+# What torch/cuda/__init__.py says next, on the next line or (re-logged) the same one: the range
+# this build supports (pytorch/pytorch#172629), or that the GPU is too old (pytorch/pytorch#16712).
+_TOO_OLD_NEXT = re.compile(
+    r"\.\s{1,40}(?:Minimum and Maximum cuda capability supported by this version of PyTorch is"
+    r"|PyTorch no longer supports this GPU because it is too old\.)"
+)
 _TORCH_PATH = re.compile(r"^(/\S+/(?:site|dist)-packages)/torch/", re.MULTILINE)
 _UNKNOWN = ("", "Could not collect", "N/A", "No CUDA", "None", "Not Set")
 # PyTorch's old bug-report template, copied by many projects, as people fill it in:
@@ -171,16 +177,29 @@ def _incompatible(facts: HostFacts, text: str) -> None:
     wanted = [m.group("name") for m in _WANT_TO_USE.finditer(text)]
     found += [(name, None, None) for name in dict.fromkeys(wanted) if name not in named]
     for name, capability, index in found:
-        same = [g for g in facts.gpus if g.name == name or (index is not None and g.index == index)]
+        same = [g for g in facts.gpus if _same(g, name, index)]
         for gpu in same:
             gpu.compute_capability = capability or gpu.compute_capability
         if not same:
             facts.gpus.append(Gpu(index=index, name=name, compute_capability=capability))
 
 
+def _same(gpu: Gpu, name: str, index: int | None) -> bool:
+    """Whether a warning is about `gpu`: by its index where the warning gives one (GPU0, GPU1
+    and GPU2 may share a name), else by its name."""
+    if index is None:
+        return gpu.name == name
+    return gpu.index == index or (gpu.index is None and gpu.name == name)
+
+
 def _too_old(text: str) -> list[tuple[str, str, int | None]]:
     """(name, capability, index) of each "Found GPU0 NAME which is of cuda capability 3.5"."""
-    out: list[tuple[str, str, int | None]] = []
+    return [found for found, _ in _found_gpus(text)]
+
+
+def _found_gpus(text: str) -> Iterator[tuple[tuple[str, str, int | None], int]]:
+    """Each "Found GPU0 NAME which is of cuda capability 3.5" as (name, capability, index), with
+    where its capability ends."""
     pos = 0
     while (head := _TOO_OLD_HEAD.search(text, pos)) is not None:
         eol = text.find("\n", head.end())
@@ -189,9 +208,19 @@ def _too_old(text: str) -> list[tuple[str, str, int | None]]:
         if tail is None:
             pos = eol  # a later head on this line has less of the line to find a tail in
             continue
-        out.append((text[head.end() : tail.start()], tail.group("cc"), int(head.group("index"))))
+        name = text[head.end() : tail.start()]
+        yield (name, tail.group("cc"), int(head.group("index"))), tail.end()
         pos = tail.end()
-    return out
+
+
+def _capability_warning(text: str) -> bool:
+    """Whether PyTorch's capability warning is there as torch words it, for an NVIDIA GPU:
+    "Found GPU0 NAME which is of cuda capability 12.1." and its next sentence. (An old ROCm
+    build printed it for a Radeon, with a made-up capability.)"""
+    return any(
+        _TOO_OLD_NEXT.match(text, end) and (_NVIDIA_NAME.match(name) or lookup(name))
+        for (name, _, _), end in _found_gpus(text)
+    )
 
 
 def _capability(sm: str) -> str:
@@ -227,6 +256,7 @@ def detect_collect_env(text: str) -> bool:
         or keys >= _PADDLE_KEYS
         or _INCOMPATIBLE.search(text) is not None
         or _WANT_TO_USE.search(text) is not None
+        or _capability_warning(text)
     )
 
 

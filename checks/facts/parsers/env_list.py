@@ -14,14 +14,16 @@ answers by hand (XuehaiPan/nvitop#208):
 Only known keys count, each with a strict value shape: a GPU is an NVIDIA name or one the GPU
 catalogue knows ("L20"), cut before a comma, a bracket or its memory ("2x NAME" and "NAME x2"
 are two); a driver is NVIDIA's NNN.NN[.NN]; the CUDA version only under nvidia-smi's own "CUDA
-Version" key (a bare "CUDA: 12.8" may be the toolkit's) or in parentheses right after the driver
-("Driver: 595.79 (CUDA 13.2)", bitsandbytes-foundation/bitsandbytes#1937); a value that opens
-with a markdown link reads as the link's text ("- Nvidia driver version: [581.94](URL)",
-keylase/nvidia-patch#1020), a bracket with no link after it ("[e.g. 410.48]") stays; a PCI id only
-NVIDIA's 10de:XXXX. A list counts when it states two of these facts, or when a lone GPU line
-("GPU: RTX 5090", mudler/LocalAI#5189; "- GPU: Tesla P40", unslothai/unsloth#813) names GPUs
-the catalogue knows and no wording of a requirement ("or better", "minimum"); any other lone
-line stays unread. nvidia-smi -q's padded "Product Name   : " lines are its parser's.
+Version" key (a bare "CUDA: 12.8" may be the toolkit's), in parentheses right after the driver
+("Driver: 595.79 (CUDA 13.2)", bitsandbytes-foundation/bitsandbytes#1937), or after a comma where
+the line credits nvidia-smi ("Driver: 592.27, CUDA 13.1 (per nvidia-smi)", ollama/ollama#17222);
+a value that opens with a markdown link reads as the link's text ("- Nvidia driver version:
+[581.94](URL)", keylase/nvidia-patch#1020), a bracket with no link after it ("[e.g. 410.48]")
+stays; a PCI id only NVIDIA's 10de:XXXX. A list counts when it states two of these facts, or when
+a lone GPU line ("GPU: RTX 5090", mudler/LocalAI#5189; "- GPU: Tesla P40", unslothai/unsloth#813;
+gpustat's "- The name(s) of GPU card: Tesla V100-SXM2", wookayin/gpustat#147) names GPUs the
+catalogue knows and no wording of a requirement ("or better", "minimum"); any other lone line
+stays unread. nvidia-smi -q's padded "Product Name   : " lines are its parser's.
 
 GitHub issue forms render each field as a heading with the answer as its own paragraph
 (invoke-ai/InvokeAI#6106, XuehaiPan/nvitop#93):
@@ -35,7 +37,9 @@ GitHub issue forms render each field as a heading with the answer as its own par
      535.98
 
 A GPU or driver heading counts alone when its answer, the next non-blank line, is a valid value:
-a driver NNN.NN[.NN], a GPU the catalogue knows; "_No response_" is no answer.
+a driver NNN.NN[.NN], a GPU the catalogue knows; "_No response_" is no answer. A bold label on a
+line of its own ("**GPU**") is a heading too, and a "Hardware" heading counts when its answer
+opens with an NVIDIA GPU's name (lmstudio-ai/lmstudio-bug-tracker#1051).
 """
 
 from __future__ import annotations
@@ -49,7 +53,8 @@ from checks.facts.probe import Probe
 
 _LINE = re.compile(
     r"^[ \t]{0,8}(?:[-*+][ \t]{1,4})?(?:\*\*)?"
-    r"([A-Za-z][A-Za-z/-]{0,20}(?: [A-Za-z/-]{1,20}){0,4}|\u8bbe\u5907\u540d\u79f0)"
+    r"([A-Za-z][A-Za-z/-]{0,20}(?:\(s\))?(?: [A-Za-z/-]{1,20}(?:\(s\))?){0,4}"
+    r"|\u8bbe\u5907\u540d\u79f0)"
     r"(?:\*\*)?[ \t]{0,2}(?::(?:\*\*)?[ \t]{1,8}|\uff1a(?:\*\*)?[ \t]{0,8})([^\n]{1,300})$",
     re.MULTILINE,
 )
@@ -66,6 +71,7 @@ _GPU_KEYS = {
     "product name",
     "device",
     "video card",
+    "the name(s) of gpu card",
 }
 _DRIVER_KEYS = {
     "driver",
@@ -75,6 +81,8 @@ _DRIVER_KEYS = {
     "gpu driver",
     "gpu driver version",
     "display driver",
+    "nv driver",
+    "nv driver version",
 }
 _CUDA_KEYS = {"cuda version"}
 # GPU keys that may stand alone: ones that say GPU ("Device:" or "Hardware:" alone may be anything),
@@ -87,12 +95,22 @@ _LONE_GPU_KEYS = {
     "graphics card",
     "video card",
     "device name",
+    "the name(s) of gpu card",
 }
 # An issue form's field: "### Label", blank lines, the answer on a line of its own.
 _HEADING = re.compile(
     r"^#{2,4}[ \t]{1,4}([A-Za-z][A-Za-z /-]{0,40})\n(?:[ \t]{0,8}\n){1,2}[ \t]{0,8}([^\n]{1,300})$",
     re.MULTILINE,
 )
+# A bold label on a line of its own, the answer on the next one: "**Hardware**" over "NVIDIA
+# GeForce RTX 3060, with proprietary drivers.".
+_BOLD_HEADING = re.compile(
+    r"^\*\*([A-Za-z][A-Za-z /-]{0,40})\*\*[ \t]{0,8}\n"
+    r"(?:[ \t]{0,8}\n){0,2}[ \t]{0,8}([^\n]{1,300})$",
+    re.MULTILINE,
+)
+# A heading that says hardware counts when its answer opens with an NVIDIA GPU's name.
+_HARDWARE_KEYS = {"hardware"}
 # Words of a requirement or a wish, not of a GPU someone has: "RTX 4090 or better".
 _WISH = re.compile(
     r"\b(?:or|and|better|higher|above|newer|later|minimum|min|required|requires?|recommended"
@@ -113,8 +131,14 @@ _CUDA = re.compile(r"(\d{1,2}\.\d)(?![\d.])")
 # nvidia-smi's header pair typed on one line: "CUDA Version: 12.8 (Driver 570.181)"
 # (pytorch/pytorch#160804); read right after the CUDA version, nowhere else on the line.
 _CUDA_DRIVER = re.compile(r"[ \t]{1,4}\((?:NVIDIA[ \t])?[Dd]river(?:[ \t]version)?:?[ \t]{1,4}")
-# The driver's CUDA in parentheses right after the driver: "Driver: 595.79 (CUDA 13.2)".
-_DRIVER_CUDA = re.compile(r"[ \t]{1,4}\(CUDA(?:[ \t]Version)?:?[ \t]{1,4}(\d{1,2}\.\d)\)")
+# The driver's CUDA in parentheses right after the driver: "Driver: 595.79 (CUDA 13.2)", or
+# after a comma when the line says nvidia-smi shows it: "Driver: 592.27, CUDA 13.1 (per
+# nvidia-smi)" (ollama/ollama#17222); a bare ", CUDA 12.8" may be the toolkit's.
+_DRIVER_CUDA = re.compile(
+    r"[ \t]{1,4}\(CUDA(?:[ \t]Version)?:?[ \t]{1,4}(\d{1,2}\.\d)\)"
+    r"|,[ \t]{1,4}CUDA(?:[ \t]Version)?:?[ \t]{1,4}(\d{1,2}\.\d)"
+    r"[ \t]{1,4}\((?:per|from|by)[ \t]nvidia-smi\)"
+)
 _PCI = re.compile(r"10de:([0-9a-fA-F]{4})\b")
 _TRIM = "`*_ \t"
 # A value that opens with a markdown link: "[572.75](https://...572.75.exe)" reads as its text.
@@ -178,16 +202,17 @@ def _driver(value: str) -> tuple[str | None, str | None]:
     if driver is None:
         return None, None
     cuda = _DRIVER_CUDA.match(value, driver.end())
-    return driver.group(1), cuda.group(1) if cuda else None
+    return driver.group(1), (cuda.group(1) or cuda.group(2)) if cuda else None
 
 
 def _headings(text: str) -> HostFacts:
     """The GPUs and driver an issue form's headings answer."""
     facts = HostFacts()
-    for found in _HEADING.finditer(text):
+    for found in [*_HEADING.finditer(text), *_BOLD_HEADING.finditer(text)]:
         key = " ".join(found.group(1).lower().split())
-        value = found.group(2).strip(_TRIM)
-        if key in _LONE_GPU_KEYS and not facts.gpus:
+        value = found.group(2).strip(_TRIM).rstrip(".")  # "515.43.04." ends a sentence
+        hardware = key in _HARDWARE_KEYS and _COUNT.fullmatch(value) is not None
+        if (key in _LONE_GPU_KEYS or hardware) and not facts.gpus:
             facts.gpus = _known_gpus(value)
         elif key in _DRIVER_KEYS and facts.driver.version is None:
             facts.driver.version, facts.driver.cuda_version = _driver(value)

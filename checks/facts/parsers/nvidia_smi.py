@@ -129,9 +129,11 @@ def _safe(parse: Callable[[str], HostFacts]) -> Callable[[str], HostFacts]:
 
 # --- the default table ---------------------------------------------------------------------------
 
+# The header's fields typed on one line may be split by ";" ("NVIDIA-SMI 535.54.03; Driver
+# Version: 535.54.03; CUDA Version: 12.2", wookayin/gpustat#157).
 _TABLE_HEADER = re.compile(
     r"NVIDIA-SMI\s+(?P<smi>\S+)\s+(?:Driver|KMD) Version:\s*(?P<driver>[\w.-]+)"
-    r"(?:\s+CUDA(?: UMD)? Version:\s*(?P<cuda>[\w.-]+))?"
+    r"(?:;?\s+CUDA(?: UMD)? Version:\s*(?P<cuda>[\w.-]+))?"
 )
 _TABLE_PM = ("On", "Off", "WDDM", "TCC", "MCDM", "N/A")
 _TABLE_BUS = re.compile(r"(?:[0-9A-Fa-f]{4,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]")

@@ -7,7 +7,8 @@ With OLLAMA_DEBUG the path of the libcuda it loads carries the driver's version
 (libcuda.so.570.86.16), and early 2024 releases printed NVML's driver version and device names.
 Its "NVIDIA driver too old" warning (discover/cuda_compat.go) names the
 GPU as `device=` and the driver's branch as `driver=535` (ollama/ollama#16415). A journald or
-syslog prefix is taken off before (see capture.clean).
+syslog prefix is taken off before (see capture.clean); an "inference compute" line pasted without
+its prefix at all still counts (ollama/ollama#13338).
 """
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ _NVML_DRIVER = re.compile(
 _NVML_NAME = re.compile(r"^\[(\d{1,3})\] CUDA device name: ([^\n]*\S)[ \t]*$", re.MULTILINE)
 _UUID_CAPABILITY = re.compile(r"^\[(GPU-[0-9a-fA-F-]{8,})\] Compute Capability (\d+\.\d+)[ \t]*$")
 _GPU_MSGS = ('msg="inference compute"', 'msg="updating cuda memory data"')
+# The same line pasted without its "time=... level=INFO source=... msg=" prefix
+# (ollama/ollama#13338): read only for a GPU it names by a whole UUID or a PCI address, so a
+# line typed as an example ("id=GPU-xxxx") stays unread.
+_BARE = "inference compute id="
+_BARE_LINE = re.compile(r"^[ \t]*inference compute id=", re.MULTILINE)
+_UUID = re.compile(r"GPU-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
 _TOO_OLD = 'msg="NVIDIA driver too old"'
 _BRANCH = re.compile(r"\d{3}(?:\.\d{1,3}){0,2}")
 _CC = re.compile(r"\d{1,2}\.\d")
@@ -62,9 +69,12 @@ def parse_ollama(text: str) -> HostFacts:
         if _TOO_OLD in line:
             _too_old(facts, gpus, _pairs(line))
             continue
-        if not any(msg in line for msg in _GPU_MSGS):
+        bare = line.startswith(_BARE)
+        if not bare and not any(msg in line for msg in _GPU_MSGS):
             continue
         pairs = _pairs(line)
+        if bare and not _named_gpu(pairs):
+            continue
         if pairs.get("library", "cuda").lower() != "cuda":
             continue
         gpu = _gpu(gpus, pairs)
@@ -104,6 +114,18 @@ def _gpu(gpus: dict[str, Gpu], pairs: dict[str, str]) -> Gpu | None:
     return None
 
 
+def _line_at(text: str, pos: int) -> str:
+    """The rest of the line from `pos`."""
+    end = text.find("\n", pos)
+    return text[pos : end if end >= 0 else len(text)]
+
+
+def _named_gpu(pairs: dict[str, str]) -> bool:
+    """Whether a line names its GPU by a whole UUID, or by an index beside a PCI address."""
+    gpu = pairs.get("id", "")
+    return bool(_UUID.fullmatch(gpu) or (gpu.isdigit() and _BUS.fullmatch(pairs.get("pci_id", ""))))
+
+
 def _too_old(facts: HostFacts, gpus: dict[str, Gpu], pairs: dict[str, str]) -> None:
     """The "NVIDIA driver too old" warning: the GPU (unless already named) and the driver."""
     name, driver = pairs.get("device", ""), pairs.get("driver", "")
@@ -122,6 +144,7 @@ def detect_ollama(text: str) -> bool:
             and (any(msg in text for msg in _GPU_MSGS) or "libcuda.so." in text)
         )
         or _TOO_OLD in text
+        or any(_named_gpu(_pairs(_line_at(text, m.start()))) for m in _BARE_LINE.finditer(text))
         or (_NVML_DRIVER.search(text) is not None and _NVML_NAME.search(text) is not None)
     )
 
