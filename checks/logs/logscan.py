@@ -89,6 +89,10 @@ ANCHORS = (
     b"support efficient",  # CTranslate2's compute-type refusal, as C++ hosts and GUIs print it
     b".singularity.d/libs/",  # the loader's glibc refusal of a library Apptainer's --nv bound
     b"invalid device function",  # cudaErrorInvalidDeviceFunction as miners print it: "GPU 0: ..."
+    b"No CUDA toolset",  # CMake's VS generator without CUDA's Visual Studio integration
+    b"zlibwapi",  # cuDNN 8's "Could not locate zlibwapi.dll", printed without an error word
+    b"+cpu)",  # xFormers' load warning naming a CPU-only torch: "(you have 2.1.2+cpu)"
+    b"vendor err",  # NCCL 2.20+'s IB completion failure: "with status=12 ... vendor err 129"
 )
 # Lines worth handing to the fact parsers: they name drivers, GPUs, versions and images (and
 # ggml_cuda_init's "found N CUDA devices", which its device-line parser needs).
