@@ -246,10 +246,18 @@ def _check_facts(parse: Parser, text: str) -> None:
     assert isinstance(result, HostFacts), type(result)
 
 
+def _is_detect(name: str) -> bool:
+    """A detector by its name ("mod.detect_x", "mod[format].detect"); a parser of a format named
+    for detectron2 is still a parser."""
+    last = name.rsplit(".", 1)[-1]
+    return last == "detect" or last.startswith("detect_")
+
+
 def _module_property_test(module: ModuleType) -> Callable[[], None]:
     name = module.__name__.rsplit(".", 1)[-1]
-    funcs = [f for _, f in _module_parsers(module) if ".detect" not in _ and "detect_" not in _]
-    detects = [f for n, f in _module_parsers(module) if "detect" in n]
+    found = _module_parsers(module)
+    funcs = [f for n, f in found if not _is_detect(n)]
+    detects = [f for n, f in found if _is_detect(n)]
 
     @given(hostile_lines(_fixture_lines(name)))
     def run(text: str) -> None:

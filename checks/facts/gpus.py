@@ -18,7 +18,11 @@ BRAND_CLASSES = ("consumer", "workstation", "datacenter", "embedded")
 # The words an NVIDIA GPU's name starts with as tools print it, a regex group for parsers that
 # find names in free text; each adds its own boundary ("NVIDIA-Nemotron" is a model, not a GPU).
 NAME_START = r"(?:NVIDIA|GeForce|Quadro|Tesla|TITAN)"
+# The first, "Tesla" (compute capability 1.x), shares its word with a product brand: it is never
+# read from a tool's architecture field, only set by the catalogue.
 ARCHITECTURES = (
+    "Tesla",
+    "Fermi",
     "Kepler",
     "Maxwell",
     "Pascal",
@@ -125,7 +129,7 @@ def normalise_architecture(name: str | None) -> str | None:
     if not name:
         return None
     word = name.strip().split(" ")[0].lower()
-    return next((arch for arch in ARCHITECTURES if arch.lower() == word), None)
+    return next((arch for arch in ARCHITECTURES[1:] if arch.lower() == word), None)
 
 
 def enrich(facts: HostFacts) -> HostFacts:

@@ -414,7 +414,7 @@ def _same_gpu(gpus: list[Any], gpu: Gpu) -> Gpu | None:
         if gpu.index is not None and other.index == gpu.index and same_name:
             return typing.cast(Gpu, other)
     if gpu.index is None and gpu.name is not None:
-        same = [g for g in gpus if g.name == gpu.name]
+        same = [g for g in gpus if _bare(g.name) == _bare(gpu.name)]
         if len(same) == 1 and len(gpus) == 1:
             return typing.cast(Gpu, same[0])
     # The other way round: GPUs known by their name alone (a hand-written "GPU: 2x NAME") and a
@@ -433,6 +433,11 @@ def _same_gpu(gpus: list[Any], gpu: Gpu) -> Gpu | None:
     if gpu.index is None:
         return next((g for g in gpus if _only_index(g)), None)
     return None
+
+
+def _bare(name: str | None) -> str | None:
+    """A GPU name without the vendor word some outputs put first ("NVIDIA Quadro P2000")."""
+    return name.removeprefix("NVIDIA ") if name else name
 
 
 def _cut_from(short: str | None, whole: str | None) -> bool:

@@ -128,6 +128,9 @@ _NAME_END = re.compile(
 _COUNT_AFTER = re.compile(rf"[ \t]{_TIMES}(\d{{1,2}})\b")
 _DRIVER = re.compile(r"v?(\d{3}\.\d{1,3}(?:\.\d{1,3})?)(?![\d.])")
 _CUDA = re.compile(r"(\d{1,2}\.\d)(?![\d.])")
+# The driver's branch before its version: Studio (NSD), Game Ready (GRD) or DCH
+# (keylase/nvidia-patch#651).
+_BRANCH = re.compile(r"(?:(?:NSD|GRD|DCH|Studio|Game Ready)[ \t]{1,4})?")
 # nvidia-smi's header pair typed on one line: "CUDA Version: 12.8 (Driver 570.181)"
 # (pytorch/pytorch#160804); read right after the CUDA version, nowhere else on the line.
 _CUDA_DRIVER = re.compile(r"[ \t]{1,4}\((?:NVIDIA[ \t])?[Dd]river(?:[ \t]version)?:?[ \t]{1,4}")
@@ -140,6 +143,10 @@ _DRIVER_CUDA = re.compile(
     r"[ \t]{1,4}\((?:per|from|by)[ \t]nvidia-smi\)"
 )
 _PCI = re.compile(r"10de:([0-9a-fA-F]{4})\b")
+# A driver after the GPU's name, the line's last word: fastfetch's GPU line with a --gpu-format
+# that adds its driver field ("GPU: NVIDIA GeForce GTX 750 Ti 535.113.01",
+# fastfetch-cli/fastfetch#597), or a person's "GPU: RTX 3080 (531.18)" (XuehaiPan/nvitop#55).
+_TRAILING_DRIVER = re.compile(r"\(?(\d{3}\.\d{2}(?:\.\d{2})?|\d{3}\.\d{3}\.\d{2})\)?")
 _TRIM = "`*_ \t"
 # A value that opens with a markdown link: "[572.75](https://...572.75.exe)" reads as its text.
 _LINK = re.compile(r"\[([^\[\]\n]{1,100})\]\([^()\s]{1,500}\)")
@@ -180,6 +187,15 @@ def _gpus(value: str) -> list[Gpu]:
     return [Gpu(name=name) for _ in range(count)] if name and 0 < count <= 16 else []
 
 
+def _name_driver(value: str) -> tuple[str, str | None]:
+    """A GPU line's value without a driver after the name, and that driver."""
+    head, _, last = value.rstrip().rpartition(" ")
+    found = _TRAILING_DRIVER.fullmatch(last)
+    if not head.strip() or found is None or last.startswith("(") != last.endswith(")"):
+        return value, None
+    return head.rstrip(), found.group(1)
+
+
 def _paired_driver(value: str, pos: int) -> str | None:
     """The driver in "(Driver 570.181)" right after the CUDA version at `pos`, closed by ")"."""
     head = _CUDA_DRIVER.match(value, pos)
@@ -197,8 +213,10 @@ def _known_gpus(value: str) -> list[Gpu]:
 
 
 def _driver(value: str) -> tuple[str | None, str | None]:
-    """(driver, the driver's CUDA) at the start of a driver line's value."""
-    driver = _DRIVER.match(value)
+    """(driver, the driver's CUDA) at the start of a driver line's value, after the name of its
+    branch ("NSD 616.56", keylase/nvidia-patch#1110)."""
+    branch = _BRANCH.match(value)
+    driver = _DRIVER.match(value, branch.end() if branch else 0)
     if driver is None:
         return None, None
     cuda = _DRIVER_CUDA.match(value, driver.end())
@@ -223,9 +241,13 @@ def _list(text: str) -> HostFacts:
     """The GPUs, driver, CUDA version and PCI ids of a list's `key: value` lines."""
     facts = HostFacts()
     pci: list[str] = []
+    after_name: str | None = None
     for key, value in _entries(text):
         if key in _GPU_KEYS:
-            facts.gpus.extend(_gpus(value))
+            name, driver = _name_driver(value)
+            found = _gpus(name)
+            facts.gpus.extend(found)
+            after_name = after_name or (driver if found else None)
         elif key in _DRIVER_KEYS and facts.driver.version is None:
             facts.driver.version, paired = _driver(value)
             facts.driver.cuda_version = facts.driver.cuda_version or paired
@@ -238,6 +260,7 @@ def _list(text: str) -> HostFacts:
             device = _PCI.match(value)
             if device:
                 pci.append(f"10de:{device.group(1).lower()}")
+    facts.driver.version = facts.driver.version or after_name
     if len(pci) == len(facts.gpus):
         for gpu, device_id in zip(facts.gpus, pci, strict=True):
             gpu.pci_device_id = device_id

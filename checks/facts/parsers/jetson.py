@@ -24,8 +24,12 @@ _L4T_LINE = re.compile(r"^[ \t]{0,4}(?:-[ \t])?L4T: (\d{2,3}\.\d{1,3}\.\d{1,3})[
 _JETPACK_LINE = re.compile(
     r"^[ \t]{0,4}(?:-[ \t])?Jetpack: (\d{1,2}\.\d{1,2}(?:\.\d{1,2})?(?: DP)?)[ \t]*$", re.M | re.I
 )
-# "Model: NVIDIA Jetson AGX Orin Developer Kit - Jetpack 6.0 [L4T 36.3.0]".
-_BOTH = re.compile(r"Jetpack (\d{1,2}\.\d{1,2}(?:\.\d{1,2})?) \[L4T (\d{2,3}\.\d{1,3}\.\d{1,3})\]")
+# "Model: NVIDIA Jetson AGX Orin Developer Kit - Jetpack 6.0 [L4T 36.3.0]", and a test
+# environment's "Jetpack Version : 4.4.1 [L4T 32.4.4]" (ethereum-mining/ethminer#2171).
+_BOTH = re.compile(
+    r"Jetpack(?: Version[ \t]{0,4}:)? (\d{1,2}\.\d{1,2}(?:\.\d{1,2})?)"
+    r" \[L4T (\d{2,3}\.\d{1,3}\.\d{1,3})\]"
+)
 # jetsonInfo.py (jetsonhacks/jetsonUtilities): " L4T 32.4.2 [ JetPack UNKNOWN ]".
 _JETSONINFO = re.compile(
     r"^[ \t]{0,4}L4T (\d{2,3}\.\d{1,3}\.\d{1,3}) \[ JetPack ([^\s\]]{1,20}) \][ \t]*$", re.M
@@ -50,9 +54,20 @@ def parse_jetson_release(text: str) -> HostFacts:
         facts.system.jetpack_release = both.group(1)
     elif jetpack is not None:
         facts.system.jetpack_release = jetpack.group(1)
-    elif l4t is not None and l4t.re is _JETSONINFO and l4t.group(1) == facts.system.l4t_release:
-        facts.system.jetpack_release = l4t.group(2) if _JETPACK.fullmatch(l4t.group(2)) else None
+    elif l4t is not None and l4t.re is _JETSONINFO:
+        facts.system.jetpack_release = _jetsoninfo_jetpack(text, facts.system.l4t_release)
     return facts
+
+
+def _jetsoninfo_jetpack(text: str, l4t: str | None) -> str | None:
+    """The one JetPack jetsonInfo.py names for that L4T release; a run that did not know it ("[
+    JetPack UNKNOWN ]", before a fix: jetsonhacks/jetsonUtilities#3) names none."""
+    named = {
+        m.group(2)
+        for m in _JETSONINFO.finditer(text)
+        if m.group(1) == l4t and _JETPACK.fullmatch(m.group(2))
+    }
+    return named.pop() if len(named) == 1 else None
 
 
 def detect_jetson_release(text: str) -> bool:

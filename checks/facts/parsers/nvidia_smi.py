@@ -50,6 +50,15 @@ def _clean(value: str | None) -> str | None:
     return None if value.lower() in _UNKNOWN else value
 
 
+def _name(value: str | None) -> str | None:
+    """A GPU name, or None for a placeholder in its place: "ERR!" in the table's name cell
+    (NVIDIA/gpu-operator#559), "[Unknown Error]", "[GPU is lost]" or "N/A" elsewhere."""
+    value = _clean(value)
+    if value is None or value.upper() == "ERR!" or value.startswith("["):
+        return None
+    return value
+
+
 def _version(value: str | None) -> str | None:
     """The first dotted version in `value` ("610.43.02 [Deprecated; ...]" -> "610.43.02")."""
     value = _clean(value)
@@ -179,7 +188,7 @@ def _table_name(raw: str) -> str | None:
         if name.endswith(ellipsis):
             name = name[: -len(ellipsis)]
             break
-    return name.strip() or None
+    return _name(name)
 
 
 @_safe
@@ -307,7 +316,7 @@ def _csv_row(fields: list[str], values: list[str], strict: bool) -> Gpu | None:
     cc = _clean(row.get("compute_cap"))
     return Gpu(
         index=index,
-        name=_clean(row.get("name")),
+        name=_name(row.get("name")),
         pci_bus_id=bus,
         uuid=_uuid(row.get("uuid")),
         serial=_clean(row.get("serial")),
@@ -466,7 +475,7 @@ def parse_query_text(text: str) -> HostFacts:
             continue
         field = path[1:]
         if field == ("Product Name",):
-            gpu.name = _clean(value)
+            gpu.name = _name(value)
         elif field == ("Product Brand",):
             gpu.brand = _clean(value)
         elif field == ("Product Architecture",):
@@ -563,7 +572,7 @@ def parse_query_grep(text: str) -> HostFacts:
         for indent, key, value in entries:
             key = key.strip()
             if key == "Product Name" and len(indent.expandtabs(4)) == min(names):
-                gpu = Gpu(name=_clean(value))
+                gpu = Gpu(name=_name(value))
                 facts.gpus.append(gpu)
             elif key == "Device Id" and gpu is not None and gpu.pci_device_id is None:
                 found = _DEVICE_ID.fullmatch((value or "").strip())
@@ -589,7 +598,7 @@ def _xml_gpu(element: ET.Element) -> Gpu:
     cc = text("compute_cap") or text("cuda_compute_capability")
     return Gpu(
         index=_int(text("minor_number")),
-        name=text("product_name"),
+        name=_name(text("product_name")),
         pci_bus_id=_bus_id(text("pci/pci_bus_id")) or _bus_id(element.get("id")),
         uuid=_uuid(text("uuid")),
         serial=text("serial"),
@@ -627,7 +636,7 @@ def _xml_by_regex(text: str) -> HostFacts:
         facts.gpus.append(
             Gpu(
                 index=_int(_xml_tag(chunk, "minor_number")),
-                name=_xml_tag(chunk, "product_name"),
+                name=_name(_xml_tag(chunk, "product_name")),
                 pci_bus_id=_bus_id(_xml_tag(chunk, "pci_bus_id")) or _bus_id(match.group(1)),
                 uuid=_uuid(_xml_tag(chunk, "uuid")),
                 serial=_xml_tag(chunk, "serial"),
@@ -714,7 +723,7 @@ def parse_list(text: str) -> HostFacts:
         match = _list_gpu(line)
         if match is None or line.lstrip().startswith("MIG"):
             continue
-        facts.gpus.append(Gpu(index=int(match[0]), name=match[1].strip(), uuid=match[2]))
+        facts.gpus.append(Gpu(index=int(match[0]), name=_name(match[1]), uuid=match[2]))
     if not facts.gpus:
         facts.gpus = _cut_list(lines)
     facts.gpus.extend(_cut_last(lines, facts.gpus))
@@ -755,7 +764,7 @@ def _cut_list(lines: list[str]) -> list[Gpu]:
     rows = [_cut_list_gpu(line) for line in below[:fence] if line.strip()]
     if not rows or any(row is None for row in rows):
         return []
-    return [Gpu(index=int(row[0]), name=row[1]) for row in rows if row is not None]
+    return [Gpu(index=int(row[0]), name=_name(row[1])) for row in rows if row is not None]
 
 
 # --- nvidia-smi --version ------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Windows device listings: WMI / CIM (PowerShell, wmic) and dxdiag name the GPU and its PCI id.
+"""Windows device listings: WMI / CIM (PowerShell, wmic), dxdiag, Steam's System Information and
+NVIDIA Control Panel's report name the GPU, its PCI id and the driver.
 
 PowerShell lists one object per block of "Key : value" lines (`Get-WmiObject` /
 `Get-CimInstance Win32_VideoController | fl *`, KhronosGroup/Vulkan-Loader#283;
@@ -39,7 +40,7 @@ _NAME_KEYS = ("Name", "DeviceName", "Caption", "Description")
 _GPU_NAME = re.compile(r"(?:NVIDIA |GeForce |Quadro |Tesla |TITAN )[^\n]{1,100}")
 _NOT_GPU = re.compile(r"Audio|USB|Virtual|SHIELD|Controller|Bus|Switch|Ethernet", re.IGNORECASE)
 _PCI_ID = re.compile(r"PCI\\{1,2}VEN_10DE&DEV_([0-9A-Fa-f]{4})")
-_DRIVER = re.compile(r"\d{1,2}\.\d{1,2}\.(1\d)\.(\d{1,4})")
+_DRIVER = re.compile(r"\d{1,2}\.\d{1,2}\.0{0,2}(1\d)\.(\d{1,4})")
 _DISPLAY = (
     ("__CLASS", "Win32_VideoController"),
     ("CreationClassName", "Win32_VideoController"),
@@ -59,7 +60,8 @@ _DXDIAG = re.compile(
 
 
 def nvidia_driver(windows_version: str) -> str | None:
-    """NVIDIA's driver number from Windows' a.b.c.d form: 22.21.13.8253 -> 382.53."""
+    """NVIDIA's driver number from Windows' a.b.c.d form: 22.21.13.8253 -> 382.53, and dxdiag's
+    zero-padded 27.21.0014.6109 -> 461.09."""
     found = _DRIVER.fullmatch(windows_version.strip())
     if found is None:
         return None
@@ -118,6 +120,86 @@ def _gpu(record: dict[str, str]) -> tuple[str, str | None] | None:
     return (name, f"10de:{pci}" if pci else None) if display or pci or driver else None
 
 
+# Display reports, one block of "Key: value" lines per adapter: dxdiag's Display Devices
+# ("Card name:", "Device Key: Enum\\PCI\\VEN_10DE&DEV_0A60...", "Driver Version: 9.18.13.1422",
+# ioi/avprovideo#1062), the tab-separated dump of its fields ("szDescription<TAB>NAME",
+# "szDriverVersion<TAB>27.21.0014.6109", nwjs/nw.js#7319), Steam's System Information "Video
+# Card:" section ("Driver:  NAME", "VendorID:  0x10de", "DeviceID:  0x5e6") and NVIDIA Control
+# Panel's System Information report ("GPU processor:", "Driver version:  388.13", "Device Id:
+# 10DE 13C2 85081043"). A block starts at its first key and ends at the next adapter's, at a
+# line that is no pair (a wrapped dump value aside) or at a new section's "Header:".
+_REPORT_KEY = re.compile(r"[A-Za-z][\w /'().-]{0,48}")
+_REPORT_START = ("card name", "gpu processor", "video card", "szdescription")
+_REPORT_NAMES = ("card name", "gpu processor", "directx card", "szdescription")
+_REPORT_VENDORS = ("vendor id", "vendorid", "szvendorid")
+_REPORT_PCI_KEYS = ("device key", "szkeydeviceid")
+_REPORT_IDS = ("device id", "deviceid", "szdeviceid")
+_REPORT_DRIVERS = ("driver version", "szdriverversion")
+_HEX_ID = re.compile(r"0x0{0,4}([0-9A-Fa-f]{1,4})")
+_NVCP_ID = re.compile(r"10DE ([0-9A-Fa-f]{4})(?: [0-9A-Fa-f]{8})?")
+_NVIDIA_VERSION = re.compile(r"\d{3}\.\d{2}")
+
+
+def _report_pair(line: str) -> tuple[str, str] | None:
+    """(key lower-cased, value) of a report line: "Key: value" or dxdiag's "szKey<TAB>value"."""
+    rest = line.lstrip()
+    tabbed = rest.startswith("sz") and "\t" in rest
+    key, sep, value = rest.partition("\t" if tabbed else ":")
+    key = key.strip()
+    if not sep or _REPORT_KEY.fullmatch(key) is None:
+        return None
+    return " ".join(key.lower().split()), value.strip()
+
+
+def _report_blocks(text: str) -> list[dict[str, str]]:
+    """The key/value blocks of each adapter in a display report; the first value of a key wins.
+
+    A dump's block ends at a blank line, and a line of its own there is a value wrapped onto it.
+    """
+    blocks: list[dict[str, str]] = []
+    current: dict[str, str] | None = None
+    dump = False
+    for line in text.splitlines():
+        pair = _report_pair(line) if line.strip() else None
+        starts_dump = pair is not None and pair[0].startswith("sz") and current is None
+        if pair is not None and (pair[0] in _REPORT_START or starts_dump):
+            current = {}
+            blocks.append(current)
+            dump = pair[0].startswith("sz")
+        if current is None:
+            continue
+        if not line.strip():
+            current = None if dump else current
+        elif pair is None:
+            current = current if dump else None
+        elif not pair[1] and not dump and line[:1] not in (" ", "\t"):
+            current = None if pair[0] not in _REPORT_START else current  # Steam's "Memory:"
+        else:
+            current.setdefault(*pair)
+    return blocks
+
+
+def _report_gpu(block: dict[str, str]) -> tuple[Gpu, str | None] | None:
+    """The NVIDIA GPU a report block describes, and the NVIDIA driver it shows."""
+    keys = _REPORT_NAMES + (("driver",) if "video card" in block else ())
+    name = next((block[k] for k in keys if _GPU_NAME.fullmatch(block.get(k, ""))), None)
+    vendor = next((block[k].lower() for k in _REPORT_VENDORS if k in block), None)
+    pci = next((m for k in _REPORT_PCI_KEYS if (m := _PCI_ID.search(block.get(k, "")))), None)
+    device = pci.group(1) if pci else None
+    for key in _REPORT_IDS:
+        found = _NVCP_ID.fullmatch(block.get(key, "")) or _HEX_ID.fullmatch(block.get(key, ""))
+        if device is None and found is not None:
+            device = found.group(1).rjust(4, "0") if found.re is _HEX_ID else found.group(1)
+            vendor = vendor or ("0x10de" if found.re is _NVCP_ID else None)
+    if (name is not None and _NOT_GPU.search(name)) or vendor not in (None, "0x10de"):
+        return None
+    if name is None and pci is None and vendor is None:
+        return None
+    raw = next((block[k] for k in _REPORT_DRIVERS if k in block), "")
+    driver = raw if _NVIDIA_VERSION.fullmatch(raw) else nvidia_driver(raw)
+    return Gpu(name=name, pci_device_id=f"10de:{device.lower()}" if device else None), driver
+
+
 def parse_windows_devices(text: str) -> HostFacts:
     """One Gpu per NVIDIA display object; the driver from the first one's DriverVersion."""
     facts = HostFacts()
@@ -130,11 +212,20 @@ def parse_windows_devices(text: str) -> HostFacts:
             facts.driver.version = nvidia_driver(record["DriverVersion"])
     for name, device in _DXDIAG.findall(text):
         facts.gpus.append(Gpu(name=name.strip(), pci_device_id=f"10de:{device.lower()}"))
+    for block in _report_blocks(text):
+        report = _report_gpu(block)
+        if report is not None:
+            facts.gpus.append(report[0])
+            facts.driver.version = facts.driver.version or report[1]
     return facts
 
 
 def detect_windows_devices(text: str) -> bool:
-    return _DXDIAG.search(text) is not None or any(_gpu(r) for r in _records(text))
+    return (
+        _DXDIAG.search(text) is not None
+        or any(_gpu(r) for r in _records(text))
+        or any(_report_gpu(b) for b in _report_blocks(text))
+    )
 
 
 FORMATS = [Format("Windows WMI / dxdiag", detect_windows_devices, parse_windows_devices)]
