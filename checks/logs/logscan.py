@@ -93,6 +93,10 @@ ANCHORS = (
     b"zlibwapi",  # cuDNN 8's "Could not locate zlibwapi.dll", printed without an error word
     b"+cpu)",  # xFormers' load warning naming a CPU-only torch: "(you have 2.1.2+cpu)"
     b"vendor err",  # NCCL 2.20+'s IB completion failure: "with status=12 ... vendor err 129"
+    b"cuda-compat",  # a forward-compat package or ld.so.conf.d entry, context for Error 803
+    b"/compat",  # a CUDA forward-compat directory (/usr/local/cuda/compat) on a library path
+    b"Cuda failure",  # NCCL's WARN for a failed CUDA call: "NCCL WARN Cuda failure 1 '...'"
+    b"library at user",  # ollama skipping a library OLLAMA_LLM_LIBRARY did not name (a DEBUG line)
 )
 # Lines worth handing to the fact parsers: they name drivers, GPUs, versions and images (and
 # ggml_cuda_init's "found N CUDA devices", which its device-line parser needs).
