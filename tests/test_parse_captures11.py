@@ -6,21 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from checks.facts import capture
-from checks.facts.model import HostFacts
 from checks.facts.parsers import clinfo, env_list, hashcat, nvidia_smi, nvtop, packages
-from tests.conftest import FIXTURES
-
-CAPTURES = FIXTURES / "corpus" / "captures"
-
-
-def _text(name: str) -> str:
-    return capture.clean((CAPTURES / name).read_text())
-
-
-def _names(facts: HostFacts) -> list[str | None]:
-    return [gpu.name for gpu in facts.gpus]
-
+from tests.support.captures import capture_text, gpu_names
 
 # --- nvidia-smi -q | grep ------------------------------------------------------------------------
 
@@ -28,8 +15,8 @@ GREP = "$ nvidia-smi -q | grep -E 'Driver Version|Product Name|Device Id'\n"
 
 
 def test_grepped_query_lines_name_the_gpu_and_its_pci_id() -> None:
-    facts = nvidia_smi.parse_query_grep(_text("nvsmi_q_grep__mig-parted-120_h200.txt"))
-    assert _names(facts) == ["NVIDIA H200"]
+    facts = nvidia_smi.parse_query_grep(capture_text("nvsmi_q_grep__mig-parted-120_h200.txt"))
+    assert gpu_names(facts) == ["NVIDIA H200"]
     assert facts.gpus[0].pci_device_id == "10de:2335"
     assert facts.driver.version is None
 
@@ -52,7 +39,7 @@ def test_a_vgpu_guests_licensed_product_is_no_gpu() -> None:
         "    Product Name                          : NVIDIA A100-PCIE-40GB\n"
         "        Product Name                      : NVIDIA Virtual Compute Server\n"
     )
-    assert _names(nvidia_smi.parse_query_grep(text)) == ["NVIDIA A100-PCIE-40GB"]
+    assert gpu_names(nvidia_smi.parse_query_grep(text)) == ["NVIDIA A100-PCIE-40GB"]
 
 
 @pytest.mark.parametrize(
@@ -121,15 +108,15 @@ def test_full_query_output_is_left_to_its_own_parser() -> None:
 def test_an_opencl_listing_names_nvidias_devices_and_driver(
     name: str, driver: str | None, gpus: list[str | None]
 ) -> None:
-    text = _text(name)
+    text = capture_text(name)
     assert clinfo.detect_opencl_listing(text)
     facts = clinfo.parse_opencl_listing(text)
     assert facts.driver.version == driver
-    assert _names(facts) == gpus
+    assert gpu_names(facts) == gpus
 
 
 def test_the_listings_device_lines_are_not_read_again_as_a_typed_list() -> None:
-    text = _text("opencl_enumdevices_ci_tabs__gpgpu2026-87_v100-cut.txt")
+    text = capture_text("opencl_enumdevices_ci_tabs__gpgpu2026-87_v100-cut.txt")
     assert not env_list.parse_env_list(text).gpus
 
 
@@ -191,10 +178,14 @@ def test_a_listing_driver_of_another_shape_is_not_read() -> None:
 def test_hashcat_backend_info_reads_cuda_devices_once(
     name: str, driver: str | None, cuda: str, gpus: list[str]
 ) -> None:
-    text = _text(name)
+    text = capture_text(name)
     assert hashcat.detect_backend_info(text)
     facts = hashcat.parse_backend_info(text)
-    assert (facts.driver.version, facts.driver.cuda_version, _names(facts)) == (driver, cuda, gpus)
+    assert (facts.driver.version, facts.driver.cuda_version, gpu_names(facts)) == (
+        driver,
+        cuda,
+        gpus,
+    )
 
 
 OPENCL_ONLY = """hashcat (v5.1.0) starting...
@@ -226,7 +217,7 @@ Platform ID #2
 
 def test_without_a_cuda_section_nvidias_opencl_platform_gives_the_devices() -> None:
     facts = hashcat.parse_backend_info(OPENCL_ONLY)
-    assert _names(facts) == ["GeForce GTX 1080"]
+    assert gpu_names(facts) == ["GeForce GTX 1080"]
     assert (facts.driver.version, facts.driver.cuda_version) == ("418.56", "10.1")
 
 
@@ -234,23 +225,23 @@ def test_a_hip_or_intel_device_is_never_read() -> None:
     text = OPENCL_ONLY.replace("NVIDIA Corporation", "Advanced Micro Devices, Inc.")
     facts = hashcat.parse_backend_info(text)
     assert not facts.gpus and facts.driver.version is None and facts.driver.cuda_version is None
-    hip = _text("hashcat_I__hashcat-pr4240_rtx4080-cuda12.5.txt")
-    assert "AMD Radeon RX 6900 XT" not in _names(hashcat.parse_backend_info(hip))
+    hip = capture_text("hashcat_I__hashcat-pr4240_rtx4080-cuda12.5.txt")
+    assert "AMD Radeon RX 6900 XT" not in gpu_names(hashcat.parse_backend_info(hip))
 
 
 def test_hashcat_machine_readable_report_reads_its_cuda_object_only() -> None:
     facts = hashcat.parse_backend_json(
-        _text("hashcat_II_json__hashcat-pr4271_rtx4080-cuda12.5.txt")
+        capture_text("hashcat_II_json__hashcat-pr4271_rtx4080-cuda12.5.txt")
     )
-    assert (facts.driver.cuda_version, _names(facts)) == ("12.5", ["NVIDIA GeForce RTX 4080"])
+    assert (facts.driver.cuda_version, gpu_names(facts)) == ("12.5", ["NVIDIA GeForce RTX 4080"])
     assert not hashcat.detect_backend_json('{ "HIPInfo": { "Version": "6.3", "BackendDevices": [')
 
 
 def test_a_session_lists_the_cuda_devices_and_skips_aliases_and_other_platforms() -> None:
-    facts = hashcat.parse_session(_text("hashcat6_session__hashcat-2473_rtx2060.txt"))
-    assert (facts.driver.cuda_version, _names(facts)) == ("10.2", ["GeForce RTX 2060"])
-    old = hashcat.parse_session(_text("hashcat4_session__hashcat-1533_gt710.txt"))
-    assert (old.driver.cuda_version, _names(old)) == (None, ["GeForce GT 710"])
+    facts = hashcat.parse_session(capture_text("hashcat6_session__hashcat-2473_rtx2060.txt"))
+    assert (facts.driver.cuda_version, gpu_names(facts)) == ("10.2", ["GeForce RTX 2060"])
+    old = hashcat.parse_session(capture_text("hashcat4_session__hashcat-1533_gt710.txt"))
+    assert (old.driver.cuda_version, gpu_names(old)) == (None, ["GeForce GT 710"])
 
 
 @pytest.mark.parametrize(
@@ -280,14 +271,14 @@ def test_other_device_lines_stay_unread(text: str) -> None:
 
 
 def test_nvtop_headers_give_every_known_gpu_with_its_device_number() -> None:
-    facts = nvtop.parse_nvtop(_text("nvtop_inline__comfyui-6778_4x-rtx4090.txt"))
+    facts = nvtop.parse_nvtop(capture_text("nvtop_inline__comfyui-6778_4x-rtx4090.txt"))
     assert [(g.index, g.name) for g in facts.gpus] == [
         (i, "NVIDIA GeForce RTX 4090") for i in range(4)
     ]
 
 
 def test_nvtop_leaves_an_integrated_amd_gpu_out() -> None:
-    facts = nvtop.parse_nvtop(_text("nvtop_tty__nvtop-243_rtx3060-laptop-amd-igpu.txt"))
+    facts = nvtop.parse_nvtop(capture_text("nvtop_tty__nvtop-243_rtx3060-laptop-amd-igpu.txt"))
     assert [(g.index, g.name) for g in facts.gpus] == [(0, "NVIDIA GeForce RTX 3060 Laptop GPU")]
 
 
@@ -327,7 +318,9 @@ def test_every_new_reader_survives_garbage() -> None:
 
 
 def test_rpm_qa_below_its_command_gives_the_driver_packages_version() -> None:
-    facts = packages.parse_packages(_text("rpm_qa_cuda_nvml_mismatch__az-hop-269_465.19.01.txt"))
+    facts = packages.parse_packages(
+        capture_text("rpm_qa_cuda_nvml_mismatch__az-hop-269_465.19.01.txt")
+    )
     assert facts.driver.version == "465.19.01"
     assert not facts.toolkits  # no cuda-nvcc package in the list
 

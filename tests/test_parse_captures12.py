@@ -10,24 +10,7 @@ import pytest
 from checks.facts import capture, gpus
 from checks.facts.model import Gpu, HostFacts, merge
 from checks.facts.parsers import collect_env, ctranslate2, paddle, vulkan
-from tests.conftest import FIXTURES
-
-CAPTURES = FIXTURES / "corpus" / "captures"
-
-
-def _text(name: str) -> str:
-    return capture.clean((CAPTURES / name).read_text())
-
-
-def _read(name: str) -> HostFacts:
-    """A capture as `--from` reads it, the catalogue filled in."""
-    path = CAPTURES / name
-    return gpus.enrich(capture.parse(capture.Capture(str(path), path.read_text())))
-
-
-def _names(facts: HostFacts) -> list[str | None]:
-    return [gpu.name for gpu in facts.gpus]
-
+from tests.support.captures import capture_text, gpu_names, read_capture
 
 # --- one GPU named twice in one output ------------------------------------------------------------
 
@@ -50,8 +33,8 @@ def _names(facts: HostFacts) -> list[str | None]:
     ],
 )
 def test_a_device_named_again_under_its_index_is_one_gpu(name: str, gpu: str, mib: int) -> None:
-    facts = _read(name)
-    assert _names(facts) == [gpu]
+    facts = read_capture(name)
+    assert gpu_names(facts) == [gpu]
     assert facts.gpus[0].index == 0 and facts.gpus[0].memory_total_mib == mib
 
 
@@ -60,7 +43,7 @@ def test_a_start_up_log_pasted_twice_is_one_gpu() -> None:
         "Total VRAM 24564 MB, total RAM 32694 MB\nDevice: cuda:0 NVIDIA GeForce RTX 4090 : native\n"
     )
     facts, _ = capture.recognise(start + "\n" + start)
-    assert _names(facts) == ["NVIDIA GeForce RTX 4090"]
+    assert gpu_names(facts) == ["NVIDIA GeForce RTX 4090"]
 
 
 def _one_output(*found: Gpu) -> list[Gpu]:
@@ -133,7 +116,7 @@ def test_a_vgpu_type_carries_no_board_memory() -> None:
     ],
 )
 def test_captures_of_those_gpus_get_their_capability(name: str, capability: str) -> None:
-    assert [gpu.compute_capability for gpu in _read(name).gpus] == [capability]
+    assert [gpu.compute_capability for gpu in read_capture(name).gpus] == [capability]
 
 
 # --- detectron2's collect_env ---------------------------------------------------------------------
@@ -141,16 +124,16 @@ def test_captures_of_those_gpus_get_their_capability(name: str, capability: str)
 
 def test_detectron2s_table_gives_the_gpu_and_its_arch() -> None:
     facts = collect_env.parse_detectron2_env(
-        _text("detectron2_collectenv_table__d2-2913_gtx1650ti-maxq.txt")
+        capture_text("detectron2_collectenv_table__d2-2913_gtx1650ti-maxq.txt")
     )
-    assert _names(facts) == ["GeForce GTX 1650 Ti with Max-Q Design"]
+    assert gpu_names(facts) == ["GeForce GTX 1650 Ti with Max-Q Design"]
     assert facts.gpus[0].compute_capability == "7.5" and facts.gpus[0].index == 0
     assert facts.driver.version is None  # "CUDA compiler CUDA 10.1" is a toolkit
 
 
 def test_detectron2s_table_gives_the_driver_row_where_it_has_one() -> None:
     facts = collect_env.parse_detectron2_env(
-        _text("detectron2_collectenv_table_driver__d2-4928_a100-515.65.01.txt")
+        capture_text("detectron2_collectenv_table_driver__d2-4928_a100-515.65.01.txt")
     )
     assert facts.driver.version == "515.65.01"
     assert [(g.name, g.compute_capability) for g in facts.gpus] == [
@@ -159,9 +142,9 @@ def test_detectron2s_table_gives_the_driver_row_where_it_has_one() -> None:
 
 
 def test_one_detectron2_row_of_many_devices_is_one_gpu_each() -> None:
-    facts = _read("detectron2_collectenv_16x_k80__d2-722_16x-k80.txt")
+    facts = read_capture("detectron2_collectenv_16x_k80__d2-722_16x-k80.txt")
     assert [g.index for g in facts.gpus] == list(range(16))
-    assert set(_names(facts)) == {"Tesla K80"}
+    assert set(gpu_names(facts)) == {"Tesla K80"}
     assert {g.compute_capability for g in facts.gpus} == {"3.7"}  # from the catalogue
 
 
@@ -193,7 +176,7 @@ def test_other_tables_and_rows_stay_unread(text: str) -> None:
 
 
 def test_paddles_summary_env_gives_the_driver_and_its_gpu_list() -> None:
-    text = _text("paddle_envinfo_driver_list__paddle-52100_8x-p40-440.33.01.txt")
+    text = capture_text("paddle_envinfo_driver_list__paddle-52100_8x-p40-440.33.01.txt")
     assert collect_env.detect_collect_env(text)
     facts = collect_env.parse_collect_env(text)
     assert facts.driver.version == "440.33.01"
@@ -225,7 +208,7 @@ def test_paddles_unknown_driver_stays_unknown() -> None:
 def test_paddles_note_gives_the_drivers_cuda_and_the_capability(
     name: str, cuda: str, capability: str
 ) -> None:
-    facts = paddle.parse_device_note(_text(name))
+    facts = paddle.parse_device_note(capture_text(name))
     assert facts.driver.cuda_version == cuda
     assert [(g.index, g.name, g.compute_capability) for g in facts.gpus] == [(0, None, capability)]
 
@@ -269,8 +252,8 @@ def test_other_notes_give_nothing(text: str) -> None:
     ],
 )
 def test_ryujinxs_gpu_line_gives_the_gpu_and_the_driver(name: str, gpu: str, driver: str) -> None:
-    facts = vulkan.parse_ryujinx(_text(name))
-    assert _names(facts) == [gpu] and facts.driver.version == driver
+    facts = vulkan.parse_ryujinx(capture_text(name))
+    assert gpu_names(facts) == [gpu] and facts.driver.version == driver
 
 
 LINE = "00:00:02.216 |N| GUI.RenderThread Gpu PrintGpuInformation: "
@@ -320,7 +303,7 @@ def test_vulkaninfo_writes_a_one_digit_minor_as_two() -> None:
     ],
 )
 def test_ctranslate2s_device_line_gives_the_gpu_and_its_capability(name: str) -> None:
-    facts = ctranslate2.parse_ctranslate2(_text(name))
+    facts = ctranslate2.parse_ctranslate2(capture_text(name))
     assert [(g.index, g.name, g.compute_capability) for g in facts.gpus] == [
         (0, "NVIDIA GeForce RTX 5060 Ti", "12.0")
     ]

@@ -7,27 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from checks.facts import capture, gpus
 from checks.facts.model import Gpu, HostFacts, merge
 from checks.facts.parsers import collect_env, driver_prose, env_list, gpustat, ollama
-from tests.conftest import FIXTURES
-
-CAPTURES = FIXTURES / "corpus" / "captures"
-
-
-def _text(name: str) -> str:
-    return capture.clean((CAPTURES / name).read_text())
-
-
-def _read(name: str) -> HostFacts:
-    """A capture as `--from` reads it, the catalogue filled in."""
-    path = CAPTURES / name
-    return gpus.enrich(capture.parse(capture.Capture(str(path), path.read_text())))
-
-
-def _names(facts: HostFacts) -> list[str | None]:
-    return [gpu.name for gpu in facts.gpus]
-
+from tests.support.captures import capture_text, gpu_names, read_capture
 
 # --- gpustat --------------------------------------------------------------------------------------
 
@@ -79,7 +61,7 @@ def _names(facts: HostFacts) -> list[str | None]:
 def test_gpustats_screen_gives_the_driver_and_each_gpu(
     name: str, driver: str, gpu: str, count: int, mib: int
 ) -> None:
-    facts = gpustat.parse_gpustat(_text(name))
+    facts = gpustat.parse_gpustat(capture_text(name))
     assert facts.driver.version == driver
     assert [(g.index, g.name, g.memory_total_mib) for g in facts.gpus] == [
         (i, gpu, mib) for i in range(count)
@@ -87,13 +69,13 @@ def test_gpustats_screen_gives_the_driver_and_each_gpu(
 
 
 def test_a_gpustat_screen_pasted_twice_is_each_gpu_once() -> None:
-    text = _text("gpustat_debug_warning_nvsmi_cut__gpustat-168_a10g-535.129.03.txt")
-    assert _names(gpustat.parse_gpustat(text + "\n" + text)) == ["NVIDIA A10G"]
+    text = capture_text("gpustat_debug_warning_nvsmi_cut__gpustat-168_a10g-535.129.03.txt")
+    assert gpu_names(gpustat.parse_gpustat(text + "\n" + text)) == ["NVIDIA A10G"]
 
 
 def test_gpustat_beside_a_table_that_cut_the_names_is_each_gpu_once() -> None:
-    facts = _read("gpustat_apostrophe_c_nvsmi_truncname__gpustat-130_4x-p100-515.65.01.txt")
-    assert _names(facts) == ["Tesla P100-PCIE-16GB"] * 4  # the table's "Tesla P100-PCIE..." too
+    facts = read_capture("gpustat_apostrophe_c_nvsmi_truncname__gpustat-130_4x-p100-515.65.01.txt")
+    assert gpu_names(facts) == ["Tesla P100-PCIE-16GB"] * 4  # the table's "Tesla P100-PCIE..." too
     assert facts.gpus[0].pci_bus_id == "00000000:04:00.0"
     assert facts.driver.cuda_version == "11.7"
 
@@ -120,16 +102,16 @@ def test_other_lines_are_no_gpustat_screen(text: str) -> None:
 def test_the_driver_is_the_header_right_above_the_rows() -> None:
     rows = "[0] Tesla P100-PCIE-16GB | 27'C,   0 % |   103 / 16384 MB |\n"
     facts = gpustat.parse_gpustat("gpu-a-11.extreme  515.65.01\n\n" + rows)
-    assert _names(facts) == ["Tesla P100-PCIE-16GB"] and facts.driver.version is None
+    assert gpu_names(facts) == ["Tesla P100-PCIE-16GB"] and facts.driver.version is None
 
 
 # --- issue templates ------------------------------------------------------------------------------
 
 
 def test_gpustats_template_names_the_driver_and_the_card() -> None:
-    facts = _read("issueform_gpustat__gpustat-147_v100-sxm2-510.73.08.txt")
+    facts = read_capture("issueform_gpustat__gpustat-147_v100-sxm2-510.73.08.txt")
     assert facts.driver.version == "510.73.08"
-    assert _names(facts) == ["Tesla V100-SXM2"]
+    assert gpu_names(facts) == ["Tesla V100-SXM2"]
 
 
 def test_gpustats_template_unfilled_states_nothing() -> None:
@@ -144,7 +126,7 @@ def test_gpustats_template_unfilled_states_nothing() -> None:
 
 
 def test_a_card_named_by_hand_is_the_first_gpu_gpustat_lists() -> None:
-    facts = _read("gpustat_8gpu_envform__gpustat-157_8x-rtx4090-535.54.03.txt")
+    facts = read_capture("gpustat_8gpu_envform__gpustat-157_8x-rtx4090-535.54.03.txt")
     assert [g.index for g in facts.gpus] == list(range(8))
     assert (
         facts.driver.cuda_version == "12.2"
@@ -152,7 +134,7 @@ def test_a_card_named_by_hand_is_the_first_gpu_gpustat_lists() -> None:
 
 
 def test_a_full_width_colon_after_nv_driver_version() -> None:
-    facts = _read("gpustat_debug_envinfo_fullwidth__gpustat-161_h100-535.183.06.txt")
+    facts = read_capture("gpustat_debug_envinfo_fullwidth__gpustat-161_h100-535.183.06.txt")
     assert facts.driver.version == "535.183.06"
     assert facts.driver.cuda_version is None  # "- cuda : 12.2" may be the toolkit's
 
@@ -169,8 +151,8 @@ def test_a_full_width_colon_after_nv_driver_version() -> None:
     ],
 )
 def test_a_bold_label_over_its_answer_is_a_heading(name: str, gpu: str, driver: str | None) -> None:
-    facts = env_list._headings(_text(name))
-    assert _names(facts) == [gpu] and facts.driver.version == driver
+    facts = env_list._headings(capture_text(name))
+    assert gpu_names(facts) == [gpu] and facts.driver.version == driver
 
 
 @pytest.mark.parametrize(
@@ -193,7 +175,7 @@ def test_headings_without_a_plain_answer_state_nothing(text: str) -> None:
 
 
 def test_the_drivers_cuda_credited_to_nvidia_smi() -> None:
-    facts = _read("ollama_env_laptop_igpu_dropped__ollama-17222_rtx3050-laptop-592.27.txt")
+    facts = read_capture("ollama_env_laptop_igpu_dropped__ollama-17222_rtx3050-laptop-592.27.txt")
     assert (facts.driver.version, facts.driver.cuda_version) == ("592.27", "13.1")
     # without the credit, the CUDA after a comma may be the toolkit's
     bare = env_list.parse_env_list("- GPU: NVIDIA GeForce RTX 3050\n- Driver: 592.27, CUDA 13.1\n")
@@ -201,9 +183,9 @@ def test_the_drivers_cuda_credited_to_nvidia_smi() -> None:
 
 
 def test_driver_version_in_a_sentence() -> None:
-    text = _text("lmstudio_prose_driver__lmstudio-1186_rtx5060ti-581.57.txt")
+    text = capture_text("lmstudio_prose_driver__lmstudio-1186_rtx5060ti-581.57.txt")
     assert driver_prose.parse_driver_prose(text).driver.version == "581.57"
-    assert not _read("lmstudio_prose_driver__lmstudio-1186_rtx5060ti-581.57.txt").gpus
+    assert not read_capture("lmstudio_prose_driver__lmstudio-1186_rtx5060ti-581.57.txt").gpus
     # a branch (GoogleCloudPlatform/compute-gpu-installation#4), and a change
     for line in (
         "Presently this is Nvidia driver version 510, which currently has an issue on GCE.",
@@ -226,15 +208,15 @@ def test_driver_version_in_a_sentence() -> None:
     ],
 )
 def test_the_capability_warning_alone_names_the_gpu(name: str, gpu: str, capability: str) -> None:
-    text = _text(name)
+    text = capture_text(name)
     assert collect_env.detect_collect_env(text)
     facts = collect_env.parse_collect_env(text)
     assert [(g.index, g.name, g.compute_capability) for g in facts.gpus] == [(0, gpu, capability)]
 
 
 def test_one_gpu_warned_about_twice_is_one_and_three_indexes_are_three() -> None:
-    text = _text("torch_capability_warning__pytorch-172629_gb10.txt")
-    assert _names(collect_env.parse_collect_env(text + text)) == ["NVIDIA GB10"]
+    text = capture_text("torch_capability_warning__pytorch-172629_gb10.txt")
+    assert gpu_names(collect_env.parse_collect_env(text + text)) == ["NVIDIA GB10"]
     # three GPUs of one name, each warned about (as in vllm-project/vllm#18818's log)
     three = "".join(
         f"    Found GPU{i} NVIDIA TITAN V which is of cuda capability 7.0.\n"
@@ -265,10 +247,10 @@ def test_other_found_gpu_lines_are_no_warning(text: str) -> None:
 
 
 def test_an_inference_compute_line_without_its_prefix() -> None:
-    facts = _read("ollama_env_indented_inference_compute__ollama-13338_rtx5090-591.44.txt")
+    facts = read_capture("ollama_env_indented_inference_compute__ollama-13338_rtx5090-591.44.txt")
     assert (facts.driver.version, facts.driver.cuda_version) == ("591.44", "13.0")
     # the example line ("id=GPU-xxxx") above the real one is the same GPU, not a second one
-    assert _names(facts) == ["NVIDIA GeForce RTX 5090"]
+    assert gpu_names(facts) == ["NVIDIA GeForce RTX 5090"]
     assert facts.gpus[0].uuid == "GPU-7345c94c-464c-a8ab-fa48-9229002dda06"
 
 
@@ -292,7 +274,7 @@ def test_a_name_cut_short_by_the_table_is_the_whole_name_at_that_index() -> None
     table = [Gpu(index=0, name="Tesla P100-PCIE", pci_bus_id="00000000:04:00.0")]
     listed = [Gpu(index=0, name="Tesla P100-PCIE-16GB"), Gpu(index=1, name="Tesla P100-PCIE-16GB")]
     merged = _merged(table, listed)
-    assert _names(HostFacts(gpus=merged)) == ["Tesla P100-PCIE-16GB"] * 2
+    assert gpu_names(HostFacts(gpus=merged)) == ["Tesla P100-PCIE-16GB"] * 2
     assert merged[0].pci_bus_id == "00000000:04:00.0"
 
 

@@ -10,18 +10,10 @@ from collections.abc import Callable
 
 import pytest
 
-from checks.facts import capture, gpus
+from checks.facts import gpus
 from checks.facts.model import Gpu, HostFacts, merge
 from checks.facts.parsers import env_list, jetson, nvidia_smi, windows_devices
-from tests.conftest import FIXTURES
-
-CAPTURES = FIXTURES / "corpus" / "captures"
-
-
-def _read(name: str) -> HostFacts:
-    """A capture as `--from` reads it, the catalogue filled in."""
-    path = CAPTURES / name
-    return gpus.enrich(capture.parse(capture.Capture(str(path), path.read_text())))
+from tests.support.captures import read_capture
 
 
 def _gpus(facts: HostFacts) -> list[tuple[str | None, str | None, str | None]]:
@@ -32,7 +24,7 @@ def _gpus(facts: HostFacts) -> list[tuple[str | None, str | None, str | None]]:
 
 
 def test_an_err_name_cell_leaves_the_gpu_unnamed() -> None:
-    facts = _read("nvsmi_table_err_name_row__gpu-operator-559_a40-525.125.06.txt")
+    facts = read_capture("nvsmi_table_err_name_row__gpu-operator-559_a40-525.125.06.txt")
     assert [(g.index, g.name) for g in facts.gpus] == [(0, None), (1, "NVIDIA A40")]
     assert facts.gpus[0].pci_bus_id == "00000000:19:00.0"
 
@@ -61,13 +53,13 @@ def test_a_placeholder_is_no_name_in_any_nvidia_smi_output(
 
 
 def test_fastfetch_gpu_line_with_its_driver_field() -> None:
-    facts = _read("fastfetch_gpu_driver_suffix__fastfetch-597_gtx750ti-535.113.01.txt")
+    facts = read_capture("fastfetch_gpu_driver_suffix__fastfetch-597_gtx750ti-535.113.01.txt")
     assert _gpus(facts) == [("NVIDIA GeForce GTX 750 Ti", "5.0", None)]
     assert facts.driver.version == "535.113.01"
 
 
 def test_driver_in_brackets_after_the_gpu() -> None:
-    facts = _read("prose_os_gpu_driver_paren__nvitop-55_rtx3080-531.18.txt")
+    facts = read_capture("prose_os_gpu_driver_paren__nvitop-55_rtx3080-531.18.txt")
     assert [g.name for g in facts.gpus] == ["RTX 3080"]
     assert facts.driver.version == "531.18"
 
@@ -86,7 +78,7 @@ def test_no_driver_without_its_shape_after_a_gpu(text: str) -> None:
 
 
 def test_the_drivers_branch_before_its_number() -> None:
-    facts = _read("issue_template_nsd_driver__nvidia-patch-1110_gtx1650-616.56.txt")
+    facts = read_capture("issue_template_nsd_driver__nvidia-patch-1110_gtx1650-616.56.txt")
     assert facts.driver.version == "616.56"
     assert [g.name for g in facts.gpus] == ["GTX 1650"]
 
@@ -151,7 +143,7 @@ def test_driver_lines_that_stay_unread(text: str) -> None:
 def test_windows_display_reports(
     name: str, driver: str | None, found: list[tuple[str | None, str | None, str | None]]
 ) -> None:
-    facts = _read(name)
+    facts = read_capture(name)
     assert facts.driver.version == driver
     assert _gpus(facts) == found
 
@@ -181,7 +173,7 @@ def test_windows_reports_that_name_no_nvidia_gpu(text: str) -> None:
 
 
 def test_a_gpu_named_with_and_without_nvidia_is_one_gpu() -> None:
-    facts = _read("ggmlinit_windows_server__llamacpp-15609_quadro-p2000.txt")
+    facts = read_capture("ggmlinit_windows_server__llamacpp-15609_quadro-p2000.txt")
     assert [g.name for g in facts.gpus] == ["Quadro P2000"]
     one = merge(
         HostFacts(gpus=[Gpu(name="Quadro P2000")]),
@@ -199,12 +191,12 @@ def test_a_gpu_named_with_and_without_nvidia_is_one_gpu() -> None:
 
 
 def test_jetpack_version_line_with_its_l4t() -> None:
-    facts = _read("pr_test_env_jetpack_arch__ethminer-pr2171_xavier-32.4.4.txt")
+    facts = read_capture("pr_test_env_jetpack_arch__ethminer-pr2171_xavier-32.4.4.txt")
     assert (facts.system.l4t_release, facts.system.jetpack_release) == ("32.4.4", "4.4.1")
 
 
 def test_jetsoninfo_before_and_after_a_fix() -> None:
-    facts = _read("jetsoninfo_before_after__jetsonutilities-pr3_tx1-28.2.0.txt")
+    facts = read_capture("jetsoninfo_before_after__jetsonutilities-pr3_tx1-28.2.0.txt")
     assert (facts.system.l4t_release, facts.system.jetpack_release) == ("28.2.0", "3.3")
 
 
@@ -217,7 +209,7 @@ def test_jetsoninfo_naming_two_jetpacks_for_one_l4t_names_none() -> None:
 
 
 def test_tesla_generation_gpus_in_an_nvidia_smi_340_table() -> None:
-    facts = _read("nvsmi_table_340_two_gpus__mumax3-80_geforce210-nvs290-340.96.txt")
+    facts = read_capture("nvsmi_table_340_two_gpus__mumax3-80_geforce210-nvs290-340.96.txt")
     assert [(g.name, g.compute_capability) for g in facts.gpus] == [
         ("GeForce 210", "1.2"),
         ("Quadro NVS 290", "1.1"),

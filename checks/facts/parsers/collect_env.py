@@ -170,7 +170,9 @@ def _torch(text: str, value: dict[str, str]) -> PythonPackage | None:
 def _incompatible(facts: HostFacts, text: str) -> None:
     """GPUs PyTorch named as unsupported carry their compute capability."""
     found: list[tuple[str, str | None, int | None]] = [
-        (m.group("name"), _capability(m.group("sm")), None) for m in _INCOMPATIBLE.finditer(text)
+        (name, _capability(m.group("sm")), None)
+        for m in _INCOMPATIBLE.finditer(text)
+        if (name := _warned_name(m.group("name")))
     ]
     found += _too_old(text)
     named = {name for name, _, _ in found}
@@ -182,6 +184,16 @@ def _incompatible(facts: HostFacts, text: str) -> None:
             gpu.compute_capability = capability or gpu.compute_capability
         if not same:
             facts.gpus.append(Gpu(index=index, name=name, compute_capability=capability))
+
+
+def _warned_name(name: str) -> str | None:
+    """The GPU's name in a warning's line, past what a paste puts before it: a warning's class
+    ("UserWarning: "), an issue title's tag ("[Bug]: ", "Bug Report:"), a log's or a compose
+    service's prefix ("app-1  | "). PyTorch's names hold no ':', '|' or ']'; a name left that
+    does not start with a letter (a timestamp's tail) is no name."""
+    cut = max(name.rfind(":"), name.rfind("|"), name.rfind("]"))
+    name = name[cut + 1 :].strip()
+    return name if name[:1].isalpha() else None
 
 
 def _same(gpu: Gpu, name: str, index: int | None) -> bool:

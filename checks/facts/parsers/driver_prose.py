@@ -1,12 +1,14 @@
 """A driver version named in a sentence or a bullet: "driver 570.124.04", "NVIDIA drivers 570.144".
 
 People state their driver in their own words (NVIDIA/TensorRT-LLM#3347, AUTOMATIC1111/
-stable-diffusion-webui#16972, mudler/LocalAI#4571, lmstudio-ai/lmstudio-bug-tracker#1186):
+stable-diffusion-webui#16972, mudler/LocalAI#4571, lmstudio-ai/lmstudio-bug-tracker#1186,
+NVIDIA/libnvidia-container#241):
 
     Running cuda-toolkit-12.8, driver 570.124.04, open.
     - NVIDIA drivers 570.144
     nVidia v550.142
     Driver version 581.57 . GPU is detected in Windows
+    Transcoding is not working with driver version `550.54.14`
 
 Prose also names drivers people need, had or will install ("requires driver 570.86 or later",
 "upgraded from 550.54 to 570.124"), so the read is strict: the word driver(s), driver version or
@@ -25,7 +27,7 @@ from checks.facts.probe import Probe
 
 _NAMED = re.compile(
     r"(?<![\w.-])(?:[Dd]rivers?(?:[ \t][Vv]ersion)?|NVIDIA|[Nn][Vv]idia)[ \t]"
-    r"v?([3-9]\d{2}\.\d{2,3}(?:\.\d{2,3})?)(?![\w.])"
+    r"`?v?([3-9]\d{2}\.\d{2,3}(?:\.\d{2,3})?)(?![\w.])"
 )
 # Every driver-shaped number in the text, whatever names it.
 _SHAPE = re.compile(r"(?<![\w.])v?([3-9]\d{2}\.\d{2,3}(?:\.\d{2,3})?)(?![\w.])")

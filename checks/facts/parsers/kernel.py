@@ -149,6 +149,36 @@ def parse_modinfo(text: str) -> HostFacts:
     return facts
 
 
+# A pasted `modinfo -F version nvidia` (a prompt before it or not) and its answer, a driver
+# version alone on a line, after at most a few blank, fence or "Example:" lines (a how-to puts
+# the answer in its own fence).
+_MODINFO_F_VERSION = re.compile(r"^[$#>]?[ \t]*modinfo -F version nvidia[ \t]*$", re.MULTILINE)
+_VERSION_ALONE = re.compile(r"\d{3}\.\d{1,3}(?:\.\d{1,3})?")
+_BETWEEN = 6  # lines
+
+
+def _modinfo_f_version(text: str) -> str | None:
+    """The answer under the first `modinfo -F version nvidia` that has one."""
+    for m in _MODINFO_F_VERSION.finditer(text):
+        pos = m.end() + 1
+        for _ in range(_BETWEEN):
+            end = text.find("\n", pos, pos + 200)
+            line = text[pos : end if end != -1 else pos + 200].strip()
+            pos = end + 1
+            if _VERSION_ALONE.fullmatch(line):
+                return line
+            if end == -1 or (line and not line.startswith("```") and line != "Example:"):
+                break
+    return None
+
+
+def parse_modinfo_f_version(text: str) -> HostFacts:
+    """`modinfo -F version nvidia` pasted with its answer: the module's version."""
+    facts = HostFacts()
+    facts.modules.nvidia_version = _modinfo_f_version(text)
+    return facts
+
+
 def parse_secure_boot(text: str) -> HostFacts:
     """`mokutil --sb-state`, else the SecureBoot efivar's data byte: system.secure_boot.
 
@@ -203,6 +233,10 @@ def detect_modinfo(text: str) -> bool:
     return re.search(r"^filename:\s+/\S+/nvidia\.ko", text, re.MULTILINE) is not None
 
 
+def detect_modinfo_f_version(text: str) -> bool:
+    return _modinfo_f_version(text) is not None
+
+
 def detect_secure_boot(text: str) -> bool:
     return _SB_STATE.search(text) is not None
 
@@ -212,6 +246,7 @@ FORMATS = [
     Format("nvrm-api-mismatch", detect_api_mismatch, parse_api_mismatch),
     Format("lsmod", detect_modules, parse_modules),
     Format("modinfo-nvidia", detect_modinfo, parse_modinfo),
+    Format("modinfo-f-version", detect_modinfo_f_version, parse_modinfo_f_version),
     Format("mokutil-sb-state", detect_secure_boot, parse_secure_boot),
 ]
 

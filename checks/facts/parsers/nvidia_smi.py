@@ -172,7 +172,9 @@ def _table_row(line: str) -> tuple[int, str, str, str] | None:
     if len(second) != 2:
         return None
     bus = second[0]
-    if _TABLE_BUS.fullmatch(bus) is None:
+    if second == ["N/A", "N/A"]:
+        bus = ""  # Jetson's integrated GPU ("Orin (nvgpu)") has no PCI bus id
+    elif _TABLE_BUS.fullmatch(bus) is None:
         if second[1] not in _TABLE_DISP or _TABLE_BUS_CUT.fullmatch(bus) is None:
             return None
         bus = ""
@@ -180,6 +182,21 @@ def _table_row(line: str) -> tuple[int, str, str, str] | None:
     if len(between) < 2:
         return None  # "0 On": no name between the blanks around it
     return int(first[0]), between.strip(), first[-1], bus
+
+
+_BUS_PREFIX = re.compile(r"[0-9A-Fa-f]{1,8}(?::[0-9A-Fa-f]{0,2}){0,2}(?:\.[0-9A-Fa-f]?)?")
+
+
+def _cut_row(lines: list[str]) -> tuple[int, str, str, str] | None:
+    """The GPU row of a paste that ends inside that row's bus id ("|   0  NAME  WDDM  |   0000000",
+    EricLBuehler/mistral.rs#1099): read only as the paste's last line (a closing fence aside)."""
+    text = [line for line in lines if line.strip() and not line.strip().startswith(_FENCES)]
+    if not text:
+        return None
+    cells = text[-1].strip().split("|")
+    if len(cells) != 3 or _BUS_PREFIX.fullmatch(cells[2].strip()) is None:
+        return None
+    return _table_row(f"{cells[0]}|{cells[1]}| 00:00.0 N/A |")
 
 
 def _table_name(raw: str) -> str | None:
@@ -228,6 +245,11 @@ def parse_table(text: str) -> HostFacts:
         mig = _TABLE_MIG.match(stripped)
         if mig is not None and shows_mig and current.memory_total_mib is not None:
             current.mig_mode = _mode(mig.group(1))
+    cut = _cut_row(lines) if any(_TABLE_COLUMNS.match(line) for line in lines) else None
+    if cut is not None:
+        facts.gpus.append(
+            Gpu(index=cut[0], name=_table_name(cut[1]), persistence_mode=_mode(cut[2]))
+        )
     return facts
 
 

@@ -4,7 +4,8 @@ Its "inference compute" line names each GPU (`name=`, or `description=` since na
 "CUDA0"), its `compute=` capability and the CUDA the driver supports (`driver=12.3`); the GPU is
 `id=GPU-<uuid>`, or in newer releases a bare `id=1` beside its `pci_id=` (ollama/ollama#17766).
 With OLLAMA_DEBUG the path of the libcuda it loads carries the driver's version
-(libcuda.so.570.86.16), and early 2024 releases printed NVML's driver version and device names.
+(libcuda.so.570.86.16), and early 2024 releases printed NVML's driver version and device names
+and the NVML library they load (libnvidia-ml.so.545.29.06).
 Its "NVIDIA driver too old" warning (discover/cuda_compat.go) names the
 GPU as `device=` and the driver's branch as `driver=535` (ollama/ollama#16415). A journald or
 syslog prefix is taken off before (see capture.clean); an "inference compute" line pasted without
@@ -29,6 +30,14 @@ _LIBCUDA = re.compile(
 # OLLAMA_DEBUG's discovery lines: gpu_info_nvcuda.c's "CUDA driver version: 12.3" is the CUDA
 # the driver supports; early 2024's gpu_info_nvml.c printed the driver's own version there
 # ("CUDA driver version: 546.01", nvmlSystemGetDriverVersion) and "[0] CUDA device name: NAME".
+# OLLAMA_DEBUG, early 2024: "wiring nvidia management library functions in
+# /nix/store/...-nvidia-x11-545.29.06/lib/libnvidia-ml.so.545.29.06": the NVML library it loads
+# (abysssol/ollama-flake#4). Read only where every library it loads has the same version.
+_LIBNVML = re.compile(
+    r"^wiring nvidia management library functions in [^\s=]*/libnvidia-ml\.so\."
+    r"(\d{3}\.\d{1,3}(?:\.\d{1,3})?)[ \t]*$",
+    re.MULTILINE,
+)
 _DRIVER_CUDA = re.compile(r"^CUDA driver version: (\d{1,2}\.\d{1,2})[ \t]*$", re.MULTILINE)
 _NVML_DRIVER = re.compile(
     r"^CUDA driver version: (\d{3}\.\d{1,3}(?:\.\d{1,3})?)[ \t]*$", re.MULTILINE
@@ -95,6 +104,9 @@ def parse_ollama(text: str) -> HostFacts:
     nvml = _NVML_DRIVER.search(text)
     if nvml is not None:
         facts.driver.version = facts.driver.version or nvml.group(1)
+    nvml_libraries = set(_LIBNVML.findall(text))
+    if len(nvml_libraries) == 1:
+        facts.driver.nvml_library_version = nvml_libraries.pop()
     for index, name in _NVML_NAME.findall(text):
         if not any(g.name == name for g in gpus.values()):
             gpus.setdefault(f"nvml {index}", Gpu(index=int(index), name=name))
@@ -141,7 +153,11 @@ def detect_ollama(text: str) -> bool:
     return (
         (
             _MSG.search(text) is not None
-            and (any(msg in text for msg in _GPU_MSGS) or "libcuda.so." in text)
+            and (
+                any(msg in text for msg in _GPU_MSGS)
+                or "libcuda.so." in text
+                or _LIBNVML.search(text) is not None
+            )
         )
         or _TOO_OLD in text
         or any(_named_gpu(_pairs(_line_at(text, m.start()))) for m in _BARE_LINE.finditer(text))
