@@ -108,6 +108,15 @@ def lookup(name: str | None) -> GpuModel | None:
     return next((model for model in catalogue() if model.matches(text)), None)
 
 
+_NVIDIA_WORD = re.compile(rf"{NAME_START}\b")
+
+
+def is_nvidia(name: str) -> bool:
+    """Whether a name a tool printed is an NVIDIA GPU's: it starts with one of NVIDIA's words, or
+    the catalogue knows it (for tools that also list AMD and Intel GPUs)."""
+    return _NVIDIA_WORD.match(name) is not None or lookup(name) is not None
+
+
 def brand_class(brand: str | None, name: str | None) -> str | None:
     """The GPU's class from the catalogue, else its product brand, else words in its name."""
     model = lookup(name)

@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterator
 
 from checks import versions
-from checks.facts.gpus import NAME_START, lookup
+from checks.facts.gpus import is_nvidia, lookup
 from checks.facts.model import Gpu, HostFacts, PythonPackage, Toolkit
 from checks.facts.parsers import Format
 from checks.facts.probe import Probe
@@ -230,7 +230,7 @@ def _capability_warning(text: str) -> bool:
     "Found GPU0 NAME which is of cuda capability 12.1." and its next sentence. (An old ROCm
     build printed it for a Radeon, with a made-up capability.)"""
     return any(
-        _TOO_OLD_NEXT.match(text, end) and (_NVIDIA_NAME.match(name) or lookup(name))
+        _TOO_OLD_NEXT.match(text, end) and is_nvidia(name)
         for (name, _, _), end in _found_gpus(text)
     )
 
@@ -279,7 +279,6 @@ _D2_ARCH = re.compile(r" \(arch=(\d{1,2}\.\d{1,2})\)$")
 _D2_DRIVER = re.compile(
     r"^Driver version[ \t]{2,60}(\d{3}\.\d{1,3}(?:\.\d{1,3})?)[ \t]*$", re.MULTILINE
 )
-_NVIDIA_NAME = re.compile(rf"{NAME_START}\b")
 
 
 def parse_detectron2_env(text: str) -> HostFacts:
@@ -292,7 +291,7 @@ def parse_detectron2_env(text: str) -> HostFacts:
         value = row.group(2).rstrip(" \t\r")
         arch = _D2_ARCH.search(value)
         name = value[: arch.start()] if arch else value
-        if _NVIDIA_NAME.match(name) is None and lookup(name) is None:
+        if not is_nvidia(name):
             continue
         facts.gpus += [
             Gpu(index=int(index), name=name, compute_capability=arch.group(1) if arch else None)

@@ -23,7 +23,6 @@ _DEVICE = re.compile(
     r" \(CC=(\d{1,2}\.\d{1,2})\)[ \t]*$",
     re.MULTILINE,
 )
-_NVIDIA_NAME = re.compile(rf"{gpus.NAME_START}\b")
 
 
 def parse_ctranslate2(text: str) -> HostFacts:
@@ -31,7 +30,7 @@ def parse_ctranslate2(text: str) -> HostFacts:
     facts = HostFacts()
     for device in _DEVICE.finditer(text):
         name = device.group(2).strip()
-        if _NVIDIA_NAME.match(name) is None and gpus.lookup(name) is None:
+        if not gpus.is_nvidia(name):
             continue
         facts.gpus.append(
             Gpu(index=int(device.group(1)), name=name, compute_capability=device.group(3))

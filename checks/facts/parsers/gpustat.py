@@ -26,7 +26,6 @@ _ROW_HEAD = re.compile(r"\[(\d{1,2})\] (\S[^\n]{0,120})")  # the first cell, on 
 _TEMPERATURE = re.compile(r"[ \t]{0,2}(?:\d{1,3}|\?\?)(?:°|')C, ")
 _MEMORY = re.compile(r"[ \t]{1,8}(?:\d{1,7}|\?\?) / [ \t]{0,6}(\d{1,7}|\?\?) MB[ \t]{0,4}")
 _DRIVER = re.compile(r"[ \t]{2}(\d{3}\.\d{1,3}(?:\.\d{1,3})?)[ \t]*$")
-_NVIDIA_NAME = re.compile(rf"{gpus.NAME_START}\b")
 
 
 def _row(line: str) -> Gpu | None:
@@ -39,7 +38,7 @@ def _row(line: str) -> Gpu | None:
     if head is None or memory is None or _TEMPERATURE.match(cells[1]) is None:
         return None
     name = head.group(2)
-    if _NVIDIA_NAME.match(name) is None and gpus.lookup(name) is None:
+    if not gpus.is_nvidia(name):
         return None
     total = memory.group(1)
     return Gpu(
