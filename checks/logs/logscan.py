@@ -97,6 +97,8 @@ ANCHORS = (
     b"/compat",  # a CUDA forward-compat directory (/usr/local/cuda/compat) on a library path
     b"Cuda failure",  # NCCL's WARN for a failed CUDA call: "NCCL WARN Cuda failure 1 '...'"
     b"library at user",  # ollama skipping a library OLLAMA_LLM_LIBRARY did not name (a DEBUG line)
+    b"GPU is lost",  # NVML's lost GPU as nvidia-smi prints it: "Unable to determine the device ..."
+    b"CUDA_VISIBLE_DEVICES",  # a shell, script or env line that sets it, context for "no device"
 )
 # Lines worth handing to the fact parsers: they name drivers, GPUs, versions and images (and
 # ggml_cuda_init's "found N CUDA devices", which its device-line parser needs).
