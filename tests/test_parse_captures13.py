@@ -185,7 +185,8 @@ def test_the_drivers_cuda_credited_to_nvidia_smi() -> None:
 def test_driver_version_in_a_sentence() -> None:
     text = capture_text("lmstudio_prose_driver__lmstudio-1186_rtx5060ti-581.57.txt")
     assert driver_prose.parse_driver_prose(text).driver.version == "581.57"
-    assert not read_capture("lmstudio_prose_driver__lmstudio-1186_rtx5060ti-581.57.txt").gpus
+    facts = read_capture("lmstudio_prose_driver__lmstudio-1186_rtx5060ti-581.57.txt")
+    assert [g.name for g in facts.gpus] == ["rtx 5060 Ti"]  # "GPU rtx 5060 Ti 16gb not detected"
     # a branch (GoogleCloudPlatform/compute-gpu-installation#4), and a change
     for line in (
         "Presently this is Nvidia driver version 510, which currently has an issue on GCE.",

@@ -245,13 +245,20 @@ def _from_json(text: str) -> HostFacts | None:
 
 
 def recognise(text: str) -> tuple[HostFacts, list[str]]:
-    """The facts of every known format found in `text`, and the names of those formats."""
+    """The facts of every known format found in `text`, and the names of those formats; the
+    GPUs of a fallback format only where no other format named any."""
     facts = HostFacts()
     seen = []
-    for fmt in formats():
-        if fmt.detect(text):
-            merge(facts, fmt.parse(text))
-            seen.append(fmt.name)
+    for fmt in sorted(formats(), key=lambda fmt: fmt.fallback):
+        if not fmt.detect(text):
+            continue
+        fragment = fmt.parse(text)
+        if fmt.fallback and facts.gpus:
+            fragment.gpus = []
+            if fragment == HostFacts():
+                continue
+        merge(facts, fragment)
+        seen.append(fmt.name)
     return facts, seen
 
 

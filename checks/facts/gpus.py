@@ -100,12 +100,37 @@ def citations() -> list[str]:
     return list(_data().get("citations", []))
 
 
+# A series and its number run together as people type them ("rtx3090", "GTX1080", "RTX 3060Ti").
+_JOINED = re.compile(r"\b(RTX|GTX|GTS|GT|MX)[ -]?(\d{3,4})(?:[ ]?(Ti|SUPER))?\b", re.IGNORECASE)
+
+
+def _spaced(match: re.Match[str]) -> str:
+    suffix = f" {match.group(3)}" if match.group(3) else ""
+    return f"{match.group(1)} {match.group(2)}{suffix}"
+
+
 def lookup(name: str | None) -> GpuModel | None:
-    """The first catalogue entry matching a GPU name, or None."""
+    """The first catalogue entry matching a GPU name, or None; a series run into its number
+    ("rtx3090", "RTX 3060Ti") reads as NVIDIA spells it."""
     if not name or not name.strip():
         return None
-    text = " ".join(name.split())
+    text = _JOINED.sub(_spaced, " ".join(name.split()))
     return next((model for model in catalogue() if model.matches(text)), None)
+
+
+# Models NVIDIA tells apart by their memory, the size part of the name as the driver and pci.ids
+# give it ("GA107 [GeForce RTX 3050 6GB]", "GP106 [GeForce GTX 1060 3GB]", "NVIDIA T1000 8GB").
+_MEMORY_NAMED = re.compile(
+    r"\b(?:GTX 1050 3|GTX 1060 [356]|RTX 2060 12|RTX 3050 [468]|RTX 3060 (?:8|12)|RTX 3080 12"
+    r"|RTX 3080 Ti 20|RTX 4060 Ti 16|RTX A2000 (?:8|12)|T1000 8|T400 4)[ ]?GB",
+    re.IGNORECASE,
+)
+
+
+def memory_named(text: str) -> bool:
+    """Whether `text` ends in the memory size of a model NVIDIA names with it ("RTX 3050 6GB")."""
+    spaced = _JOINED.sub(_spaced, " ".join(text.split()))
+    return any(m.end() == len(spaced) for m in _MEMORY_NAMED.finditer(spaced))
 
 
 _NVIDIA_WORD = re.compile(rf"{NAME_START}\b")

@@ -16,12 +16,15 @@ class Format:
     """A kind of pasted or captured output: `detect` says whether text holds it, `parse` reads it.
 
     Text may hold several formats at once (an issue with a log and an nvidia-smi table): every
-    format whose `detect` is true parses the text and the fragments merge.
+    format whose `detect` is true parses the text and the fragments merge. A `fallback` format
+    (words people write, not a tool's output) is read last, and its GPUs count only where no other
+    format named any.
     """
 
     name: str
     detect: Callable[[str], bool]
     parse: Callable[[str], HostFacts]
+    fallback: bool = False
 
 
 # When two sources disagree on a fact, the earlier one wins: the driver's own report first, then

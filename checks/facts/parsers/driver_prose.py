@@ -11,10 +11,13 @@ NVIDIA/libnvidia-container#241):
     Transcoding is not working with driver version `550.54.14`
 
 Prose also names drivers people need, had or will install ("requires driver 570.86 or later",
-"upgraded from 550.54 to 570.124"), so the read is strict: the word driver(s), driver version or
-NVIDIA right before an NNN.NN[.NN] version, no wording of a requirement, a change or an install
-on that line, and exactly one driver-shaped version in the whole text (any other NNN.NN[.NN]
-number, anywhere, and nothing is read). A false driver is worse than none.
+"upgraded from 550.54 to 570.124", "the latest driver is 575.64"), so the read is strict: the
+word driver(s), driver version or NVIDIA right before an NNN.NN[.NN] version, or "driver is
+[version]" (NVIDIA-developer-blog/code-samples#20: "The nvidia driver is version 418.40.04"), no
+wording of a requirement, a change or an install still to come on that line (a step that says it
+"Installed ... NVIDIA driver version 571.96" did it, ggml-org/whisper.cpp#2857), and exactly one
+driver-shaped version in the whole text (any other NNN.NN[.NN] number, anywhere, and nothing is
+read). A false driver is worse than none.
 """
 
 from __future__ import annotations
@@ -26,15 +29,16 @@ from checks.facts.parsers import Format
 from checks.facts.probe import Probe
 
 _NAMED = re.compile(
-    r"(?<![\w.-])(?:[Dd]rivers?(?:[ \t][Vv]ersion)?|NVIDIA|[Nn][Vv]idia)[ \t]"
-    r"`?v?([3-9]\d{2}\.\d{2,3}(?:\.\d{2,3})?)(?![\w.])"
+    r"(?<![\w.-])(?:[Dd]rivers?(?:[ \t][Vv]ersion)?(?:[ \t]is(?:[ \t][Vv]ersion)?)?|NVIDIA"
+    r"|[Nn][Vv]idia)[ \t]`?v?([3-9]\d{2}\.\d{2,3}(?:\.\d{2,3})?)(?!\w|\.\w)"
 )
-# Every driver-shaped number in the text, whatever names it.
-_SHAPE = re.compile(r"(?<![\w.])v?([3-9]\d{2}\.\d{2,3}(?:\.\d{2,3})?)(?![\w.])")
+# Every driver-shaped number in the text, whatever names it; a sentence's full stop may end one.
+_SHAPE = re.compile(r"(?<![\w.])v?([3-9]\d{2}\.\d{2,3}(?:\.\d{2,3})?)(?!\w|\.\w)")
 _WISH = re.compile(
     r"requir|minimum|\bmin\b|at least|or (?:later|newer|higher|above)|>=|\bupgrad|\bupdat"
-    r"|\bdowngrad|instead of|\binstall|\bfrom\b[^\n]{0,80}\bto\b|recommend|\bneeds?\b|\bsupport"
-    r"|\bfix|\bbug\b|\bbroke|\bwith\b[^\n]{0,40}\bor\b",
+    r"|\bdowngrad|instead of|\binstall(?!ed\b)|\bfrom\b[^\n]{0,80}\bto\b|recommend|\bneeds?\b"
+    r"|\bsupport|\bfix|\bbug\b|\bbroke|\bwith\b[^\n]{0,40}\bor\b|\bshould\b|\blatest\b"
+    r"|\bnewest\b",
     re.IGNORECASE,
 )
 

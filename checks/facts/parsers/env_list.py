@@ -12,18 +12,21 @@ answers by hand (XuehaiPan/nvitop#208):
     device : NVIDIA GB10
 
 Only known keys count, each with a strict value shape: a GPU is an NVIDIA name or one the GPU
-catalogue knows ("L20"), cut before a comma, a bracket or its memory ("2x NAME" and "NAME x2"
-are two); a driver is NVIDIA's NNN.NN[.NN]; the CUDA version only under nvidia-smi's own "CUDA
-Version" key (a bare "CUDA: 12.8" may be the toolkit's), in parentheses right after the driver
-("Driver: 595.79 (CUDA 13.2)", bitsandbytes-foundation/bitsandbytes#1937), or after a comma where
-the line credits nvidia-smi ("Driver: 592.27, CUDA 13.1 (per nvidia-smi)", ollama/ollama#17222);
-a value that opens with a markdown link reads as the link's text ("- Nvidia driver version:
-[581.94](URL)", keylase/nvidia-patch#1020), a bracket with no link after it ("[e.g. 410.48]")
-stays; a PCI id only NVIDIA's 10de:XXXX. A list counts when it states two of these facts, or when
-a lone GPU line ("GPU: RTX 5090", mudler/LocalAI#5189; "- GPU: Tesla P40", unslothai/unsloth#813;
-gpustat's "- The name(s) of GPU card: Tesla V100-SXM2", wookayin/gpustat#147) names GPUs the
-catalogue knows and no wording of a requirement ("or better", "minimum"); any other lone line
-stays unread. nvidia-smi -q's padded "Product Name   : " lines are its parser's.
+catalogue knows ("L20", "rtx3090"), cut before a comma, a bracket, an aside in italics or its
+memory, unless NVIDIA names the model with it ("RTX 3050 6GB", keylase/nvidia-patch#1009);
+"2x NAME", "NAME x2" and "NAME (x2)" are two (keylase/nvidia-patch#1034); a bullet may touch
+its key ("-GPU Model: ..."); a driver is NVIDIA's NNN.NN[.NN]; the CUDA version only under
+nvidia-smi's own "CUDA Version" key (a bare "CUDA: 12.8" may be the toolkit's), in parentheses
+right after the driver ("Driver: 595.79 (CUDA 13.2)", bitsandbytes-foundation/bitsandbytes#1937),
+or after a comma where the line credits nvidia-smi ("Driver: 592.27, CUDA 13.1 (per
+nvidia-smi)", ollama/ollama#17222); a value that opens with a markdown link reads as the link's
+text ("- Nvidia driver version: [581.94](URL)", keylase/nvidia-patch#1020), a bracket with no
+link after it ("[e.g. 410.48]") stays; a PCI id only NVIDIA's 10de:XXXX. A list counts when it
+states two of these facts, or when a lone GPU line ("GPU: RTX 5090", mudler/LocalAI#5189; "- GPU:
+Tesla P40", unslothai/unsloth#813; gpustat's "- The name(s) of GPU card: Tesla V100-SXM2",
+wookayin/gpustat#147) names GPUs the catalogue knows and no wording of a requirement ("or
+better", "minimum"); any other lone line stays unread. nvidia-smi -q's padded "Product Name   : "
+lines are its parser's.
 
 GitHub issue forms render each field as a heading with the answer as its own paragraph
 (invoke-ai/InvokeAI#6106, XuehaiPan/nvitop#93):
@@ -52,7 +55,7 @@ from checks.facts.parsers import Format, clinfo
 from checks.facts.probe import Probe
 
 _LINE = re.compile(
-    r"^[ \t]{0,8}(?:[-*+][ \t]{1,4})?(?:\*\*)?"
+    r"^[ \t]{0,8}(?:[-*+][ \t]{1,4}|-(?=[A-Za-z]))?(?:\*\*)?"
     r"([A-Za-z][A-Za-z/-]{0,20}(?:\(s\))?(?: [A-Za-z/-]{1,20}(?:\(s\))?){0,4}"
     r"|\u8bbe\u5907\u540d\u79f0)"
     r"(?:\*\*)?[ \t]{0,2}(?::(?:\*\*)?[ \t]{1,8}|\uff1a(?:\*\*)?[ \t]{0,8})([^\n]{1,300})$",
@@ -120,12 +123,16 @@ _WISH = re.compile(
 _PCI_KEYS = {"pci device/subsystem", "pci id", "pci device id", "pci device"}
 
 _TIMES = r"[ \t]?[x\u00d7][ \t]?"  # "2x", "2 x", and with the multiplication sign
-_KNOWN = re.compile(rf"(?:(\d{{1,2}}){_TIMES})?([A-Z][\w -]{{1,60}}.*)")
+_KNOWN = re.compile(rf"(?:(\d{{1,2}}){_TIMES})?([A-Za-z][\w -]{{1,60}}.*)")
 _COUNT = re.compile(rf"(?:(\d{{1,2}}){_TIMES})?({gpus.NAME_START}\b.*)")
+_MEMORY = r"[ \t]+\d{1,5}[ \t]?(?i:GB|GiB|G|MB|MiB)\b"
 _NAME_END = re.compile(
-    rf",|[ \t]\(|[ \t]{_TIMES}\d|[ \t]+\d{{1,4}}[ \t]?(?:GB|GiB|G)\b|[ \t]+with[ \t]|[ \t]{{2}}"
+    rf",|[ \t][_*]{{0,2}}\(|[ \t]{_TIMES}\d|{_MEMORY}|[ \t]+with[ \t]|[ \t]{{2}}"
 )
-_COUNT_AFTER = re.compile(rf"[ \t]{_TIMES}(\d{{1,2}})\b")
+# A count after the name: "NAME x2", "NAME (x2)", "NAME (2x)".
+_COUNT_AFTER = re.compile(
+    rf"[ \t](?:{_TIMES}(\d{{1,2}})\b|\([x\u00d7][ \t]?(\d{{1,2}})\)|\((\d{{1,2}})[ \t]?[x\u00d7]\))"
+)
 _DRIVER = re.compile(r"v?(\d{3}\.\d{1,3}(?:\.\d{1,3})?)(?![\d.])")
 _CUDA = re.compile(r"(\d{1,2}\.\d)(?![\d.])")
 # The driver's branch before its version: Studio (NSD), Game Ready (GRD) or DCH
@@ -171,19 +178,33 @@ def _entries(text: str) -> list[tuple[str, str]]:
     ]
 
 
+def _name_end(value: str) -> re.Match[str] | None:
+    """Where a GPU's name ends in a value: a comma, a bracket, a count, its memory (unless the
+    model's name holds it, "RTX 3050 6GB"), "with", or a wide gap."""
+    end = _NAME_END.search(value)
+    if (
+        end is not None
+        and re.fullmatch(_MEMORY, end.group(0))
+        and gpus.memory_named(value[: end.end()])
+    ):
+        return _NAME_END.search(value, end.end())
+    return end
+
+
 def _gpus(value: str) -> list[Gpu]:
     """The GPUs a GPU line names: none unless an NVIDIA name or one the GPU catalogue knows
-    ("L20", "RTX 5070"); "2x NAME" is two."""
+    ("L20", "RTX 5070"); "2x NAME", "NAME x2" and "NAME (x2)" are two."""
     found = _COUNT.fullmatch(value)
     if found is None:
         found = _KNOWN.fullmatch(value)
-        end = _NAME_END.search(value)
+        end = _name_end(value)
         if found is None or gpus.lookup(value[: end.start() if end else None]) is None:
             return []
-    end = _NAME_END.search(found.group(2))
+    end = _name_end(found.group(2))
     name = found.group(2)[: end.start() if end else None].strip(_TRIM)
     after = _COUNT_AFTER.match(found.group(2), end.start()) if end else None
-    count = int(found.group(1) or (after.group(1) if after else 1))
+    counted = next((group for group in after.groups() if group), None) if after else None
+    count = int(found.group(1) or counted or 1)
     return [Gpu(name=name) for _ in range(count)] if name and 0 < count <= 16 else []
 
 

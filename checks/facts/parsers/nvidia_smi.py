@@ -414,6 +414,7 @@ _SHAPES = {
     "compute_cap": re.compile(r"\d{1,2}\.\d"),
     "driver_version": re.compile(r"\d{2,4}\.\d{1,3}(?:\.\d{1,3})?"),
     "index": re.compile(r"\d{1,4}"),
+    "uuid": re.compile(r"GPU-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}"),
 }
 
 
