@@ -66,13 +66,47 @@ def write_log(path: Path, megabytes: int, seed: int = 7) -> None:
         out.write("".join(block))
 
 
+_CONDITION = re.compile(r"\(\?\(\w+\)")
+
+
+def _optional_conditionals(pattern: str) -> str:
+    """`(?(name)X)` (X only where group name matched) as an optional group `(X)?`."""
+    out, depth, closes = [], 0, set()
+    i = 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        head = _CONDITION.match(pattern, i)
+        if head:
+            depth += 1
+            closes.add(depth)
+            out.append("(")
+            i += len(head.group())
+            continue
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            out.append(")?" if depth in closes else ")")
+            closes.discard(depth)
+            depth -= 1
+            i += 1
+            continue
+        out.append(char)
+        i += 1
+    return "".join(out)
+
+
 def to_ere(pattern: str) -> str:
     """A Python regex of the signatures' dialect as a POSIX ERE with GNU extensions."""
-    ere = re.sub(r"\(\?P<\w+>", "(", pattern)
+    ere = re.sub(r"\(\?P<\w+>", "(", _optional_conditionals(pattern))
     ere = ere.replace("(?:", "(").replace("*?", "*").replace("+?", "+")
     ere = re.sub(r"\(\?i:([^)]*)\)", r"\1", ere)
-    ere = ere.replace(r"\d", "[0-9]").replace(r"\w", "[[:alnum:]_]").replace(r"\s", "[[:space:]]")
-    return ere
+    classes = {"d": "[0-9]", "w": "[[:alnum:]_]", "s": "[[:space:]]"}
+    # One escape at a time, so the 'w' of an escaped backslash's '\\windows' stays a letter.
+    return re.sub(r"\\(.)", lambda m: classes.get(m.group(1), m.group()), ere)
 
 
 def main() -> int:

@@ -99,6 +99,9 @@ ANCHORS = (
     b"library at user",  # ollama skipping a library OLLAMA_LLM_LIBRARY did not name (a DEBUG line)
     b"GPU is lost",  # NVML's lost GPU as nvidia-smi prints it: "Unable to determine the device ..."
     b"CUDA_VISIBLE_DEVICES",  # a shell, script or env line that sets it, context for "no device"
+    b"lib under the names",  # cudarc's panic for a library it cannot load, with no error word
+    b"Unable to dynamically load",  # the same panic in later cudarc releases
+    b"nvcuda.dll",  # the driver's DLL, named by Windows' "procedure entry point" refusal
 )
 # Lines worth handing to the fact parsers: they name drivers, GPUs, versions and images (and
 # ggml_cuda_init's "found N CUDA devices", which its device-line parser needs).
