@@ -23,6 +23,9 @@ llama-kv-cache-iswa.cpp, llama-memory-recurrent.cpp, llama-hparams.cpp, llama-mo
 - MLA models (DeepSeek-2/3 style headers: one KV head of kv_lora_rank + rope dims) are counted
   from the header's K and V lengths; newer llama.cpp builds allocate no V for them, so this
   over-counts them by the V part.
+
+Compute buffers follow current builds; a claim that names an older build (its --version) gets
+that build's flash-attention mask (F16_MASK_BUILD) and F16 cache copies (KV_SCRATCH_BUILD).
 """
 
 from __future__ import annotations
@@ -65,6 +68,18 @@ LAYER_HYBRIDS = ("jamba", "granitehybrid", "nemotron_h", "nemotron_h_moe", "lfm2
 feed_forward_length of 0; its MLP layers are neither)."""
 RECURRENT = ("mamba", "mamba2")
 FLASH_OFF = ("off", "0", "false", "disabled", "no")
+F16_MASK_BUILD = 9410
+"""The first llama.cpp build whose flash attention reads a KQ mask made in F16 (b9410,
+ggml-org/llama.cpp#23764). Before it the mask input was F32 and cast to F16 once per graph
+(src/llama-graph.cpp, build_attn_inp_kv: ggml_cast), and the F32 mask (or its copy on a GPU) and
+the F16 cast are held at once: 6 bytes per cell and token (the qwen3.5-0.8b CPU log of
+tests/test_vram_logged.py; benchmarks/vram_probe on llama.cpp c0159f9 of March 2026 reserves the
+same 786.02 MiB for its header)."""
+KV_SCRATCH_BUILD = 9489
+"""The first llama.cpp build that reserves CUDA flash attention's F16 copies of a quantized K/V
+cache in its compute buffer (b9489, ggml-org/llama.cpp#23907). Before it they came from CUDA's
+memory pool (ggml-cuda/fattn-common.cuh: K_f16.alloc(ggml_nelements(K)), sized by the cells in
+use), which keeps what it grew to: the same bytes, held once a prompt has filled the cache."""
 SCHED_MAX_COPIES = 4
 """GGML_SCHED_MAX_COPIES (ggml/src/ggml-backend.cpp): the copies of each input a scheduler with
 pipeline parallelism keeps (``n_copies = parallel ? GGML_SCHED_MAX_COPIES : 1``)."""
@@ -100,7 +115,8 @@ class LlamaClaim:
 
     ``ctx_size`` is the total over the ``parallel`` slots (0: the model's context_length);
     ``gpu_layers`` is --n-gpu-layers: "", "auto", "all" or a number; ``flash_attn`` is
-    --flash-attn ("" and "auto" count as on, as llama.cpp's auto picks on CUDA).
+    --flash-attn ("" and "auto" count as on, as llama.cpp's auto picks on CUDA); ``build`` is the
+    llama.cpp build number it runs (None: a current build).
     """
 
     service: str
@@ -120,6 +136,7 @@ class LlamaClaim:
     cpu_moe_layers: int = 0  # --n-cpu-moe: the first n layers' experts stay in RAM; -1 all
     cpu_ffn_layers: int = 0  # --n-cpu-ffn: the first n layers' dense FFN weights stay in RAM
     other_overrides: bool = False  # an -ot pattern gpuprov does not read
+    build: int | None = None
 
 
 def llama_claim(service: str, server: LlamaServer, model: GgufInfo | None) -> LlamaClaim:
@@ -142,8 +159,17 @@ def llama_claim(service: str, server: LlamaServer, model: GgufInfo | None) -> Ll
         kv_unified=auto_slots or _flag(server.argv, "-kvu", "--kv-unified"),
         swa_full=_flag(server.argv, "--swa-full"),
         no_pipeline=_flag(server.argv, *NO_PIPELINE_FLAGS) or _split_mode(server.argv) != "layer",
+        build=build_number(server.build),
         **_in_ram(server.argv),
     )
+
+
+def build_number(label: str | None) -> int | None:
+    """The build number of a label as the llama-server probe writes it ("b7895 (a1b2c3d)",
+    "b7895"); None for anything else."""
+    head = (label or "").strip().split(" ", 1)[0]
+    digits = head[1:]
+    return int(digits) if head[:1] == "b" and digits.isdigit() else None
 
 
 def _in_ram(argv: Sequence[str]) -> dict[str, Any]:
@@ -198,7 +224,8 @@ def _ubatch(argv: Sequence[str]) -> int:
 @dataclass(frozen=True)
 class LlamaMemory:
     """What one llama-server allocates beside its weights, in MiB: KV cache and recurrent state
-    over all its GPUs, compute buffers on each GPU; ``cells`` is the padded n_ctx."""
+    over all its GPUs, compute buffers and (builds before KV_SCRATCH_BUILD) CUDA's pool of F16
+    cache copies on each GPU; ``cells`` is the padded n_ctx."""
 
     kv_mib: float
     rs_mib: float
@@ -210,6 +237,7 @@ class LlamaMemory:
     notes: tuple[str, ...] = ()
     kv_by_layer: tuple[int, ...] = ()  # bytes of KV cache in each layer
     rs_by_layer: tuple[int, ...] = ()  # bytes of recurrent state in each layer
+    pool_mib: float = 0.0
 
     def from_layer(self, first: int) -> tuple[float, float]:
         """KV and state in MiB of layers first.. (those -ngl puts on the GPUs)."""
@@ -278,14 +306,19 @@ def llama_memory(claim: LlamaClaim, model: GgufInfo, n_gpus: int = 1) -> LlamaMe
         (swa_cells if sliding[il] else cells for il in range(n) if kv_heads[il]), default=0
     )
     convert = _f16_copies(model, claim, flash, layers, (cells, swa_cells, streams))
-    compute = _compute_mib(model, claim.n_ubatch, flash, max_cells, copies, convert)
+    pool = convert if _before(claim, KV_SCRATCH_BUILD) else 0
+    masks = _masks(flash, _before(claim, F16_MASK_BUILD), layers, (cells, swa_cells))
+    compute = _compute_mib(model, claim.n_ubatch, flash, masks, max_cells, copies, convert - pool)
     if compute is None:
         compute = COMPUTE_FALLBACK_MIB
         notes.append("compute: fallback")
+    if flash and masks[1]:
+        notes.append(f"b{claim.build}: F32 KQ mask cast to F16")
     return LlamaMemory(
         kv_mib=kv / MIB,
         rs_mib=rs / MIB,
         compute_mib=compute,
+        pool_mib=pool / MIB,
         cells=cells * streams,
         kv_layers=sum(1 for il in range(n) if kv_heads[il] and recurrent[il] != "only"),
         swa_layers=sum(1 for il in range(n) if kv_heads[il] and sliding[il]),
@@ -410,18 +443,48 @@ def _f16_copies(
     return largest
 
 
+def _before(claim: LlamaClaim, build: int) -> bool:
+    return claim.build is not None and claim.build < build
+
+
+def _masks(
+    flash: bool,
+    f32_input: bool,
+    layers: tuple[list[int], list[str], list[bool]],
+    cells: tuple[int, int],
+) -> tuple[int, int]:
+    """Bytes per token of the KQ masks attention reads (one per cache: the full one over `cells`
+    cells, the sliding-window one over its own), F16 with flash attention and F32 without; and
+    the bytes per token of the F32 masks an older build casts them from (F16_MASK_BUILD)."""
+    kv_heads, recurrent, sliding = layers
+    full, swa = cells
+    attends = [il for il, heads in enumerate(kv_heads) if heads and recurrent[il] != "only"]
+    total = (full if any(not sliding[il] for il in attends) else 0) + (
+        swa if any(sliding[il] for il in attends) else 0
+    )
+    if not flash:
+        return total * 4, 0
+    return total * 2, total * 4 if f32_input else 0
+
+
 def _compute_mib(
-    model: GgufInfo, ubatch: int, flash: bool, cells: int, copies: int = 1, convert: int = 0
+    model: GgufInfo,
+    ubatch: int,
+    flash: bool,
+    masks: tuple[int, int],
+    cells: int,
+    copies: int = 1,
+    convert: int = 0,
 ) -> float | None:
     """One GPU's compute buffers: the larger of the two peaks of llama.cpp's worst-case graph
     (graph_reserve: a full ubatch over the whole cache), in MiB.
 
-    Attention: the KQ mask (f16 with flash attention, else f32) over every cell, the f32 Q, K and
-    V of the ubatch, LIVE_ACTIVATIONS activations and, without flash attention, the f32 scores of
-    every head over every cell (soft_max runs in place); with it, on CUDA, `convert` bytes of f16
-    copies of a quantized cache. Output: the f32 logits of every token of
-    the ubatch and 2 activations; the attention tensors are freed by then and ggml-alloc reuses
-    their memory.
+    Attention: the KQ masks (`masks`: what attention reads and the F32 masks an older build
+    casts them from, per token), the f32 Q, K and V of the ubatch, LIVE_ACTIVATIONS activations
+    and, without flash attention, the f32 scores of every head over the `cells` cells of the
+    largest layer (soft_max runs in place); with flash attention, on CUDA, `convert`
+    bytes of f16 copies of a quantized cache. Output: the f32 logits of every token of the ubatch
+    and 2 activations; the attention tensors are freed by then and ggml-alloc reuses their memory.
 
     With pipeline parallelism (`copies` > 1) each GPU's inputs from another backend, the KQ mask
     and the n_embd-wide hidden state its first layer reads, are held `copies` times and never
@@ -436,10 +499,10 @@ def _compute_mib(
         return None
     if k_len is None or v_len is None:
         return None
+    mask, f32_input = masks
     qkv = heads * k_len + heads_kv * (k_len + v_len)
-    mask = cells * (2 if flash else 4)
     scores = 0 if flash else cells * heads * 4
-    attention = ubatch * (mask + scores + 4 * (qkv + LIVE_ACTIVATIONS * embd)) + convert
+    attention = ubatch * (mask + f32_input + scores + 4 * (qkv + LIVE_ACTIVATIONS * embd)) + convert
     output = ubatch * 4 * (vocab + 2 * embd)
     if copies <= 1:
         return max(attention, output) / MIB
@@ -613,7 +676,10 @@ def _llama(claim: LlamaClaim, n_gpus: int) -> Holder:
         how += f" ({memory.swa_layers} SWA)"
     if memory.rs_layers:
         how += f" + state {_size(share.rs_mib)} in {memory.rs_layers} layers"
-    how += f" + compute {_size(memory.compute_mib)} + CUDA {CUDA_CONTEXT_MIB} MiB"
+    how += f" + compute {_size(memory.compute_mib)}"
+    if share.pool_mib:
+        how += f" + CUDA pool {_size(share.pool_mib)} (F16 cache copies, b{claim.build})"
+    how += f" + CUDA {CUDA_CONTEXT_MIB} MiB"
     notes = [*memory.notes, *share.notes]
     if notes:
         how += f" [{'; '.join(notes)}]"
@@ -693,7 +759,8 @@ def _cut(text: str, width: int) -> str:
 @dataclass(frozen=True)
 class LlamaShare:
     """One GPU's share of a llama-server, part by part in MiB, as `budget` counts it; ``layers``
-    is "n/m" when --n-gpu-layers offloads only n of the m layers (the rest stay in RAM)."""
+    is "n/m" when --n-gpu-layers offloads only n of the m layers (the rest stay in RAM);
+    ``pool_mib`` is CUDA's pool of F16 cache copies of a build before KV_SCRATCH_BUILD."""
 
     weights_mib: float
     kv_mib: float
@@ -703,10 +770,12 @@ class LlamaShare:
     memory: LlamaMemory
     layers: str
     notes: tuple[str, ...] = ()
+    pool_mib: float = 0.0
 
     @property
     def total_mib(self) -> float:
-        return self.weights_mib + self.kv_mib + self.rs_mib + self.compute_mib + self.cuda_mib
+        parts = self.weights_mib + self.kv_mib + self.rs_mib + self.compute_mib + self.pool_mib
+        return parts + self.cuda_mib
 
 
 def llama_share(claim: LlamaClaim, n_gpus: int) -> LlamaShare | str:
@@ -740,4 +809,5 @@ def llama_share(claim: LlamaClaim, n_gpus: int) -> LlamaShare | str:
         memory=memory,
         layers=layers,
         notes=tuple(notes),
+        pool_mib=memory.pool_mib,
     )

@@ -16,9 +16,22 @@ import gguf
 import pytest
 
 from checks.services.gguf_header import GgufInfo, summary
-from provision.vram import LlamaClaim, LlamaMemory, LlamaShare, llama_memory, llama_share
+from provision.vram import (
+    F16_MASK_BUILD,
+    KV_SCRATCH_BUILD,
+    LlamaClaim,
+    LlamaMemory,
+    LlamaShare,
+    build_number,
+    llama_claim,
+    llama_memory,
+    llama_share,
+)
 
 CORPUS = Path(__file__).parent / "fixtures" / "corpus" / "vram"
+BEFORE_F16_MASK = F16_MASK_BUILD - 1
+"""The build of a log that prints no build number but dates itself before b9410: its date, its
+ggml version, or a host buffer holding the F32 mask input (only `< F16_MASK_BUILD` is read)."""
 
 
 def _write(path: Path, arch: str, fill: Callable[[gguf.GGUFWriter], None]) -> GgufInfo:
@@ -183,7 +196,7 @@ CASES = {
         "vram_qwen3vl_q8kv_lmstudio__lmstudio-1176_cuda0.txt",
         "qwen3vl",
         qwen3vl,
-        dict(ctx_size=16384, cache_type_k="q8_0", cache_type_v="q8_0"),
+        dict(ctx_size=16384, cache_type_k="q8_0", cache_type_v="q8_0", build=BEFORE_F16_MASK),
         "size = 1224.00 MiB ( 16384 cells,  36 layers,  1/1 seqs)",
         1224.00,
         0.0,
@@ -201,7 +214,14 @@ CASES = {
         "vram_qwen25coder-32b_q8kv_2gpu__llamacpp-11200_2x3090ti.txt",
         "qwen2",
         qwen25_coder_32b,
-        dict(ctx_size=32768, cache_type_k="q8_0", cache_type_v="q8_0", n_ubatch=256, n_gpus=2),
+        dict(
+            ctx_size=32768,
+            cache_type_k="q8_0",
+            cache_type_v="q8_0",
+            n_ubatch=256,
+            n_gpus=2,
+            build=4462,
+        ),
         "KV self size  = 4352.00 MiB",
         4352.00,
         0.0,
@@ -228,7 +248,7 @@ CASES = {
         "vram_gpt-oss-20b_iswa_131k_ub2048__metal-m5.txt",
         "gpt-oss",
         gpt_oss_20b,
-        dict(ctx_size=131072, n_ubatch=2048),
+        dict(ctx_size=131072, n_ubatch=2048, build=BEFORE_F16_MASK),
         "creating     SWA KV cache, size = 2304 cells",
         3072.00 + 54.00,
         0.0,
@@ -237,7 +257,7 @@ CASES = {
         "vram_gemma2-2b_iswa_4seq_unified__cpu-llama-server.txt",
         "gemma2",
         gemma2_2b,
-        dict(ctx_size=8192, parallel=4, kv_unified=True),
+        dict(ctx_size=8192, parallel=4, kv_unified=True, build=BEFORE_F16_MASK),
         "size =  416.00 MiB (  8192 cells,  13 layers,  4/1 seqs)",
         416.00 + 416.00,
         0.0,
@@ -246,7 +266,7 @@ CASES = {
         "vram_qwen35-0.8b_hybrid_262k_4seq__cpu-llama-server.txt",
         "qwen35",
         qwen35_08b,
-        dict(ctx_size=262144, parallel=4, kv_unified=True),
+        dict(ctx_size=262144, parallel=4, kv_unified=True, build=BEFORE_F16_MASK),
         "size =   77.06 MiB (     4 cells,  24 layers,  4 seqs)",
         3072.00,
         77.06,
@@ -255,7 +275,7 @@ CASES = {
         "vram_pythia-2.8b_f16_2k_noflash__ggml-ci-v100.txt",
         "gptneox",
         pythia_28b,
-        dict(ctx_size=2048, flash_attn="off"),
+        dict(ctx_size=2048, flash_attn="off", build=4343),
         "KV self size  =  640.00 MiB",
         640.00,
         0.0,
@@ -264,7 +284,7 @@ CASES = {
         "vram_pythia-2.8b_q4_0_2k_flash__ggml-ci-v100.txt",
         "gptneox",
         pythia_28b,
-        dict(ctx_size=2048),
+        dict(ctx_size=2048, build=4343),
         "KV self size  =  640.00 MiB",
         640.00,
         0.0,
@@ -273,7 +293,7 @@ CASES = {
         "vram_pythia-2.8b_q4_0_ngl10-of-33_noflash__ggml-ci-v100.txt",
         "gptneox",
         pythia_28b,
-        dict(ctx_size=2048, flash_attn="off", gpu_layers="10"),
+        dict(ctx_size=2048, flash_attn="off", gpu_layers="10", build=4343),
         "KV self size  =  640.00 MiB",
         640.00,
         0.0,
@@ -282,7 +302,7 @@ CASES = {
         "vram_pythia-1.4b_f16_2k-and-128_ub128__ggml-ci-x86-cpu.txt",
         "gptneox",
         pythia_14b,
-        dict(ctx_size=2048, flash_attn="off"),
+        dict(ctx_size=2048, flash_attn="off", build=4343),
         "KV self size  =  384.00 MiB",
         384.00,
         0.0,
@@ -291,7 +311,7 @@ CASES = {
         "vram_pythia-1.4b_f16_2k-and-128_ub128__ggml-ci-x86-cpu.txt",
         "gptneox",
         pythia_14b,
-        dict(ctx_size=128, flash_attn="off", n_ubatch=128),
+        dict(ctx_size=128, flash_attn="off", n_ubatch=128, build=4343),
         "KV self size  =   24.00 MiB",
         24.00,
         0.0,
@@ -451,11 +471,13 @@ COMPUTE = {
         "CUDA0 compute buffer size =   352.77 MiB",
         352.77,
         151936,
-        "0.887 (+40.02 MiB at the logits peak): qwen3vl's build_inp_embd (src/llama-graph.cpp)"
-        " pads the token embeddings to n_embd x (1 + n_deepstack_layers) and layers 0-2 add views"
-        " of them, but those die before the logits; the residue is where ggml-alloc placed the"
-        " logits after the inputs it allocates first (ggml_gallocr_alloc_graph_impl), an"
-        " allocation order the header does not give",
+        "0.887: builds of that era put the logits of the qwen3 graph above a 48 MiB gap (the"
+        " F32 mask copy and its F16 cast) at this shape only: benchmarks/vram_probe on llama.cpp"
+        " c0159f9 (March 2026) with an RPC device reserves 352.76 MiB for this header without"
+        " deepstack (that build's text path) at 16384 cells, 304.75 MiB at 8192 and at 32768,"
+        " and 0c1e57098 reserves 304.75 MiB (the estimate: 312.75). Where ggml-alloc's best fit"
+        " (ggml_dyn_tallocr_alloc) puts the logits follows the graph's allocation order, which"
+        " the header does not give",
     ),
     "qwen25_coder_32b_q8_0_32k": ("CUDA1 compute buffer size =   237.51 MiB", 237.51, 152064, ""),
     "deepseek_r1_8gpu_pp4_no_flash": (
@@ -483,12 +505,7 @@ COMPUTE = {
         "CPU compute buffer size =   786.02 MiB",
         786.02,
         248320,
-        "0.622: hybrid at 262144 cells on the CPU; the logged size is the logits (485 MiB) plus"
-        " the f16 mask (256 MiB) plus 45 MiB. ggml_gallocr_alloc_graph_impl (ggml-alloc.c)"
-        " allocates graph inputs such as the mask first; once freed, its 256 MiB block cannot"
-        " hold the 485 MiB logits, so they go above whatever else was live: that offset is an"
-        " allocation order the header does not give (gpt-oss on Metal kept its mask in the CPU"
-        " buffer, so its logits show no such gap)",
+        "",
     ),
     "pythia_28b_f16_2k_no_flash": ("CUDA0 compute buffer size =   162.00 MiB", 162.00, 50304, ""),
     "pythia_28b_q4_0_2k_flash": ("CUDA0 compute buffer size =   103.25 MiB", 103.25, 50304, ""),
@@ -555,14 +572,90 @@ def test_pipeline_parallel_copies_cover_both_gpus_of_11200(tmp_path: Path) -> No
     assert isinstance(row, LlamaMemory)
     assert split.compute_mib == pytest.approx(233.00, rel=0.05)
     assert split.compute_mib == pytest.approx(237.51, rel=0.05)
-    # alone: the attention peak (f16 mask 16 MiB, f16 copies of the q8_0 cache 128 MiB) tops
-    # the logits peak (256 x (152064 + 2 x 5120) f32 = 158.5 MiB); split: the mask is held among
-    # the copies, not in the peak
+    # b4462 took flash attention's f16 copies of the q8_0 cache (128 MiB) from CUDA's pool, not
+    # the compute buffer: each peak is the logits (256 x (152064 + 2 x 5120) f32 = 158.5 MiB)
     logits = 256 * 4 * (152064 + 2 * 5120) / 2**20
-    assert alone.compute_mib > logits
-    assert split.compute_mib == pytest.approx(max(alone.compute_mib - 16, logits) + 4 * (16 + 5))
+    assert alone.compute_mib == pytest.approx(logits) and alone.pool_mib == 128
+    assert split.compute_mib == pytest.approx(logits + 4 * (16 + 5))
     assert row.compute_mib == alone.compute_mib
+    # a current build reserves them: the attention peak (f16 mask 16 MiB and the copies) tops the
+    # logits alone; split, the mask is held among the copies, not in the peak
+    now, now_alone = (llama_memory(replace(claim, build=None), model, n) for n in (n_gpus, 1))
+    assert isinstance(now, LlamaMemory) and isinstance(now_alone, LlamaMemory)
+    assert now_alone.compute_mib > logits and now_alone.pool_mib == 0
+    assert now.compute_mib == pytest.approx(max(now_alone.compute_mib - 16, logits) + 4 * (16 + 5))
     assert "pipeline parallel: 4 input copies" in split.notes
+
+
+def test_builds_before_the_f16_mask_hold_its_f32_input_too(tmp_path: Path) -> None:
+    """Before b9410 flash attention's mask was an F32 input cast to F16, both held at the cast:
+    6 bytes per cell and token, 768 MiB of the attention peak here, which tops the logits (485
+    MiB, the 489 a current build reserves; the 0.622 the qwen3.5-0.8b CPU log showed). From b9410
+    on, without flash attention (its mask is F32 and not cast) and with no build named (a
+    current build), the mask costs what it did."""
+    model = replace(_write(tmp_path / "q.gguf", "qwen35", qwen35_08b), vocab_size=248320)
+    claim = LlamaClaim("m", (0,), model, 262144, 4, kv_unified=True)
+
+    def compute(**changes: Any) -> float:
+        result = llama_memory(replace(claim, **changes), model)
+        assert isinstance(result, LlamaMemory), result
+        return result.compute_mib
+
+    current = compute()
+    assert current == 512 * 4 * (248320 + 2 * 1024) / 2**20
+    # the masks, Q/K/V of 8 heads of 256 and 2 KV heads, and 3 activations of 1024 per token
+    old = 512 * (262144 * 6 + 4 * (8 * 256 + 2 * 512 + 3 * 1024)) / 2**20
+    assert compute(build=F16_MASK_BUILD - 1) == pytest.approx(old)
+    assert compute(build=F16_MASK_BUILD) == compute(build=KV_SCRATCH_BUILD) == current
+    assert compute(build=4343, flash_attn="off") == compute(flash_attn="off")
+
+
+def test_builds_before_the_kv_scratch_take_f16_copies_from_cudas_pool(tmp_path: Path) -> None:
+    """Before b9489 CUDA's flash attention took the F16 copies of a quantized cache from its
+    memory pool: the same bytes (16384 x 8 x 128 x 2 x 2 = 64 MiB here), beside the compute
+    buffer rather than in it, and none for an F16 cache or without flash attention."""
+    model = replace(_write(tmp_path / "vl.gguf", "qwen3vl", qwen3vl), vocab_size=151936)
+    claim = LlamaClaim("m", (0,), model, 16384, cache_type_k="q8_0", cache_type_v="q8_0")
+
+    def pool(**changes: Any) -> float:
+        result = llama_memory(replace(claim, **changes), model)
+        assert isinstance(result, LlamaMemory), result
+        return result.pool_mib
+
+    assert pool(build=KV_SCRATCH_BUILD - 1) == pool(build=4462) == 64
+    assert pool() == pool(build=KV_SCRATCH_BUILD) == 0
+    assert pool(build=4462, cache_type_k="f16", cache_type_v="f16") == 0
+    assert pool(build=4462, flash_attn="off", cache_type_v="f16") == 0
+    share = llama_share(replace(claim, build=4462), 1)
+    assert isinstance(share, LlamaShare) and share.pool_mib == 64
+    assert share.total_mib == pytest.approx(
+        share.weights_mib + share.kv_mib + share.compute_mib + 64 + share.cuda_mib
+    )
+
+
+@pytest.mark.parametrize(
+    ("label", "build"),
+    [
+        ("b7895 (a1b2c3d)", 7895),
+        ("b8580", 8580),
+        ("", None),
+        (None, None),
+        ("7895", None),
+        ("b", None),
+        ("bX (a1b2c3d)", None),
+        ("version: 4621 (6eecde3c)", None),
+    ],
+)
+def test_build_number_reads_the_probes_label(label: str | None, build: int | None) -> None:
+    assert build_number(label) == build
+
+
+def test_llama_claim_reads_the_servers_build(tmp_path: Path) -> None:
+    from checks.facts.model import LlamaServer
+
+    server = LlamaServer(argv=["-fa", "on"], flash_attn="on", build="b8580 (abc1234)")
+    assert llama_claim("m", server, None).build == 8580
+    assert llama_claim("m", replace(server, build=None), None).build is None
 
 
 def test_compute_without_vocabulary_falls_back(tmp_path: Path) -> None:

@@ -8,6 +8,8 @@
 //            n_gpu_layers  kv_unified(0/1)  swa_full(0/1)  [cpu_regex]
 // cpu_regex keeps the weights it matches in RAM (llama-server's -ot REGEX=CPU, --n-cpu-moe);
 // --tensors prints each case's weights (name, type, shape) instead of its memory.
+// VRAM_PROBE_RPC=HOST:PORT[,...] adds rpc-server devices (a build with GGML_RPC), as --rpc does:
+// a device fed from the host, as a GPU is, on a machine without one.
 #include "llama.h"
 #include "ggml.h"
 #include "ggml-backend.h"
@@ -22,6 +24,29 @@
 #include <string>
 
 static void no_data(struct ggml_tensor *, void *) {}
+
+typedef ggml_backend_reg_t (*rpc_add_server_t)(const char * endpoint);
+
+// the rpc-server devices VRAM_PROBE_RPC names, registered as common/arg.cpp's --rpc does
+static bool add_rpc_devices() {
+    const char * servers = getenv("VRAM_PROBE_RPC");
+    if (!servers || !*servers) {
+        return true;
+    }
+    ggml_backend_reg_t reg = ggml_backend_reg_by_name("RPC");
+    void * fn = reg ? ggml_backend_reg_get_proc_address(reg, "ggml_backend_rpc_add_server") : nullptr;
+    auto add = (rpc_add_server_t) fn;
+    if (!add) {
+        fprintf(stderr, "VRAM_PROBE_RPC set, but this build has no RPC backend\n");
+        return false;
+    }
+    std::istringstream list(servers);
+    std::string endpoint;
+    while (std::getline(list, endpoint, ',')) {
+        ggml_backend_register(add(endpoint.c_str()));
+    }
+    return true;
+}
 
 static ggml_type kv_type(const std::string & s) {
     for (int t = 0; t < GGML_TYPE_COUNT; t++) {
@@ -41,6 +66,9 @@ int main(int argc, char ** argv) {
         return 2;
     }
     llama_backend_init();
+    if (!add_rpc_devices()) {
+        return 2;
+    }
     std::ifstream in(argv[argc - 1]);
     std::string line;
     printf(tensors ? "case\ttensor\ttype\tne0\tne1\tne2\tne3\n" : "case\tbuffer\tmodel\tcontext\tcompute\n");
