@@ -102,6 +102,7 @@ ANCHORS = (
     b"lib under the names",  # cudarc's panic for a library it cannot load, with no error word
     b"Unable to dynamically load",  # the same panic in later cudarc releases
     b"nvcuda.dll",  # the driver's DLL, named by Windows' "procedure entry point" refusal
+    b"src/backend/cuda/",  # ArrayFire's "In file src/backend/cuda/jit.cpp:342" before a CU error
 )
 # Lines worth handing to the fact parsers: they name drivers, GPUs, versions and images (and
 # ggml_cuda_init's "found N CUDA devices", which its device-line parser needs).
