@@ -30,10 +30,18 @@ the GPU. The weights are the whole file, token_embd included, which llama.cpp ke
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from checks.services.gguf_header import GgufInfo
-from provision.vram import CUDA_CONTEXT_MIB, F16_MASK_BUILD, LlamaClaim, LlamaMemory, llama_memory
+from provision.vram import (
+    CUDA_CONTEXT_MIB,
+    F16_MASK_BUILD,
+    LlamaClaim,
+    LlamaMemory,
+    clip_compute_mib,
+    llama_memory,
+)
 
 GB = 1e9 / 2**20  # MiB per GB
 BEFORE_F16_MASK = F16_MASK_BUILD - 1  # a log dated before b9410 that prints no build number
@@ -200,6 +208,57 @@ the 9K row). Its run reached 178K tokens in one request, beyond the unit's 32768
 the table was measured under another --ctx-size, which the seed does not give."""
 
 
+def _clip(
+    kind: str,
+    embd: int,
+    ff: int,
+    image: int,
+    patch: int,
+    merge: int = 0,
+    proj: int = 0,
+    deep: int = 0,
+) -> GgufInfo:
+    """A projector's header: 16 heads, the vision tower's sizes, its merge, the projection_dim
+    and number of its deepstack mergers (0: none given)."""
+    fields = (3, "clip", None, None, None, None, None, None, None, 0, 0, None, None)
+    header = GgufInfo(*fields)
+    return replace(
+        header,
+        projector_type=kind,
+        vision_embedding_length=embd,
+        vision_feed_forward_length=ff,
+        vision_head_count=16,
+        vision_image_size=image,
+        vision_patch_size=patch,
+        vision_merge=merge or None,
+        vision_projection_dim=proj or None,
+        vision_deepstack_layers=deep,
+    )
+
+
+GEMMA3_CLIP = _clip("gemma3", 1152, 4304, 896, 14)
+QWEN2VL_CLIP = _clip("qwen2vl_merger", 1280, 5120, 560, 14, merge=2)
+CLIP_CASES = [
+    # name, projector header, flash attention, logged CLIP compute buffer (MiB)
+    ("gemma-3 mmproj FA, CUDA0 (#22790)", GEMMA3_CLIP, True, 121.25),
+    ("gemma-3 mmproj no-FA, ROCm0 (gguf-parser-go#44 table)", GEMMA3_CLIP, False, 1132.0),
+    (
+        "qwen3.5-4b mmproj FA, CUDA0 (PR #22673)",
+        _clip("qwen3vl_merger", 1024, 4096, 768, 16, merge=2, proj=2560),
+        True,
+        223.30,
+    ),
+    (
+        "qwen3-vl-8b mmproj FA, CUDA0, OOM (#18181; 3 deepstack mergers, config)",
+        _clip("qwen3vl_merger", 1152, 4304, 768, 16, merge=2, proj=4096, deep=3),
+        True,
+        372.08,
+    ),
+    ("qwen2-vl mmproj no-FA, ROCm0 (gguf-parser-go#44 table, config)", QWEN2VL_CLIP, False, 4598.0),
+    ("qwen2-vl mmproj FA, ROCm0 (gguf-parser-go#44 table, config)", QWEN2VL_CLIP, True, 267.0),
+]
+
+
 def _ratio(estimate: float, logged: float | None) -> str:
     if logged is None:
         return "-"
@@ -220,6 +279,10 @@ def main() -> None:
         print(f"  kv      {_ratio(memory.kv_mib, kv)}")
         print(f"  rs      {_ratio(memory.rs_mib, rs)}")
         print(f"  compute {_ratio(memory.compute_mib, compute)}")
+    for name, header, flash, logged in CLIP_CASES:
+        estimate = clip_compute_mib(header, flash)
+        shown = _ratio(estimate, logged) if isinstance(estimate, float) else estimate
+        print(f"{name}\n  clip compute {shown}")
     _seed_000()
     _seed_001()
 

@@ -1,10 +1,10 @@
 """`gpuprov fit`: would llama-server with these settings fit this model in these GPUs?
 
 The estimate is the VRAM budget's (provision/vram.py) for one llama-server profile, from the
-GGUF header of a local file; the GPUs are named (`--gpu`, sized from the GPU table), read from
-captures (`--from`), or this host's (NVML). The largest context that fits is searched over the
-same estimate, which grows with the context. Exit 0 fits (or no GPU to judge), 1 does not fit,
-2 bad input.
+GGUF header of a local file (and of its projector and draft model); the GPUs are named (`--gpu`,
+sized from the GPU table), read from captures (`--from`), or this host's (NVML). The largest
+context that fits is searched over the same estimate, which grows with the context. Exit 0 fits
+(or no GPU to judge), 1 does not fit, 2 bad input.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from provision.output import emit, printable
 if TYPE_CHECKING:
     from checks.facts.model import Gpu
     from checks.services.gguf_header import GgufInfo
-    from provision.vram import Budget, LlamaClaim, LlamaShare
+    from provision.vram import Budget, LlamaClaim, LlamaShare, Part
 
-FIT_SCHEMA_VERSION = 1
+FIT_SCHEMA_VERSION = 2
 SEARCH_LIMIT = 1 << 20
 """The largest --ctx searched when the header has no context_length."""
 _NUMBER = re.compile(r"[0-9]{1,9}")
@@ -42,8 +42,8 @@ class FlashAttn(str, Enum):
     auto = "auto"
 
 
-def read_model(path: str) -> GgufInfo:
-    """The header of the GGUF file at `path`; FitError naming the file when it has none we use."""
+def read_header(path: str) -> GgufInfo:
+    """The header of the GGUF file at `path`; FitError naming the file when it has none."""
     from checks.services.gguf_header import summary
 
     try:
@@ -55,6 +55,25 @@ def read_model(path: str) -> GgufInfo:
         raise FitError(f"{path}: cannot read it ({exc.strerror or type(exc).__name__})") from None
     if info is None:
         raise FitError(f"{path}: not a GGUF file, or its header is malformed or truncated")
+    return info
+
+
+def read_mmproj(path: str) -> GgufInfo:
+    """The header of the multimodal projector at `path`; FitError when it is not one."""
+    info = read_header(path)
+    if info.architecture != "clip":
+        arch = info.architecture or "none"
+        raise FitError(f"--mmproj {path}: not a multimodal projector (architecture {arch})")
+    if info.tensor_bytes is None:
+        raise FitError(f"--mmproj {path}: a tensor type this version does not know")
+    return info
+
+
+def read_model(path: str) -> GgufInfo:
+    """The header of the model at `path`; FitError naming the file when it has none we use."""
+    info = read_header(path)
+    if info.architecture == "clip":
+        raise FitError(f"{path}: a multimodal projector, not a model (give it with --mmproj)")
     if info.split_count is not None and info.split_count > 1:
         raise FitError(
             f"{path}: one file of a split model ({info.split_count} files); its header holds "
@@ -138,11 +157,24 @@ class Settings:
     ubatch: int | None = None
     gpu_layers: str | None = None
     cpu_moe: str | None = None  # --n-cpu-moe N, or "all" for --cpu-moe
+    mmproj: str | None = None
+    mmproj_offload: bool = True
+    model_draft: str | None = None
+    draft_gpu_layers: str | None = None
+    draft_cache_type_k: str = "f16"
+    draft_cache_type_v: str = "f16"
 
 
-def claim_for(path: str, model: GgufInfo, settings: Settings) -> LlamaClaim:
+def claim_for(
+    path: str,
+    model: GgufInfo,
+    settings: Settings,
+    mmproj: GgufInfo | None = None,
+    draft: GgufInfo | None = None,
+) -> LlamaClaim:
     """The claim a llama-server started with these arguments makes, read as the gate reads a
-    profile's arguments (llama-server's defaults where one is left out)."""
+    profile's arguments (llama-server's defaults where one is left out); `mmproj` and `draft`
+    are the headers of the projector and draft model the settings name."""
     from checks.services import llama_server_args
     from provision import vram
 
@@ -159,8 +191,21 @@ def claim_for(path: str, model: GgufInfo, settings: Settings) -> LlamaClaim:
         argv += ["--cpu-moe"]
     elif s.cpu_moe is not None:
         argv += ["--n-cpu-moe", s.cpu_moe]
+    argv += _extra_args(s)
     server = llama_server_args.server("fit", argv)
-    return vram.llama_claim(_label(path), server, model)
+    return vram.llama_claim(_label(path), server, model, mmproj, draft)
+
+
+def _extra_args(s: Settings) -> list[str]:
+    """The projector's and draft model's arguments of the settings, as llama-server takes them."""
+    argv = []
+    if s.mmproj is not None:
+        argv += ["--mmproj", s.mmproj] + ([] if s.mmproj_offload else ["--no-mmproj-offload"])
+    if s.model_draft is not None:
+        argv += ["-md", s.model_draft, "-ctkd", s.draft_cache_type_k]
+        argv += ["-ctvd", s.draft_cache_type_v]
+        argv += ["-ngld", s.draft_gpu_layers] if s.draft_gpu_layers is not None else []
+    return argv
 
 
 def _label(path: str) -> str:
@@ -218,6 +263,12 @@ class Fit:
             "ubatch": c.n_ubatch,
             "n_gpu_layers": c.gpu_layers or "auto",
             "n_cpu_moe": "all" if c.cpu_moe_layers < 0 else c.cpu_moe_layers,
+            "mmproj": c.mmproj or None,
+            "mmproj_offload": c.mmproj_offload,
+            "model_draft": c.draft or None,
+            "draft_n_gpu_layers": c.draft_gpu_layers or "auto",
+            "draft_cache_type_k": c.draft_cache_type_k,
+            "draft_cache_type_v": c.draft_cache_type_v,
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -245,6 +296,8 @@ class Fit:
                 "total_mib": s.total_mib,
                 "offloaded_layers": s.layers or None,
                 "notes": [*m.notes, *s.notes],
+                "mmproj": _part_json(s.mmproj),
+                "draft": _part_json(s.draft),
             },
             "gpus_from": self.gpus_from,
             "gpus": [
@@ -262,6 +315,31 @@ class Fit:
             "largest_ctx": self.largest,
             "search_limit": self.limit,
         }
+
+
+def _part_json(part: Part | None) -> dict[str, Any] | None:
+    if part is None:
+        return None
+    return {
+        "weights_mib": part.weights_mib,
+        "kv_mib": part.kv_mib,
+        "compute_mib": part.compute_mib,
+        "total_mib": part.mib,
+        "how": part.how,
+        "not_counted": part.missing or None,
+    }
+
+
+def _part_lines(share: LlamaShare, n_gpus: int) -> list[str]:
+    """The projector's and the draft model's lines of the per-GPU view."""
+    from provision.vram import _size
+
+    out = []
+    for name, part in (("mmproj", share.mmproj), ("draft model", share.draft)):
+        if part is not None:
+            where = ", GPU 0 only" if name == "mmproj" and n_gpus > 1 and part.mib else ""
+            out.append(f"  {name:<16} {_size(part.counted_mib):>10}  {part.how}{where}")
+    return out
 
 
 def lines(fit: Fit) -> list[str]:
@@ -290,6 +368,7 @@ def lines(fit: Fit) -> list[str]:
         f"  recurrent state  {_size(s.rs_mib):>10}  {mem.rs_layers} layers",
         f"  compute buffers  {_size(s.compute_mib):>10}",
         f"  CUDA context     {_size(s.cuda_mib):>10}",
+        *_part_lines(s, n),
         f"  total            {_size(s.total_mib):>10}",
     ]
     if mem.notes or s.notes:
@@ -321,20 +400,24 @@ def run(path: str, settings: Settings, gpu_specs: Sequence[str], sources: Sequen
     for flag, name in (
         ("--cache-type-k", settings.cache_type_k),
         ("--cache-type-v", settings.cache_type_v),
+        ("--cache-type-k-draft", settings.draft_cache_type_k),
+        ("--cache-type-v-draft", settings.draft_cache_type_v),
     ):
         if name.strip().lower() not in vram.KV_CACHE_TYPES:
             known = ", ".join(vram.KV_CACHE_TYPES)
             raise FitError(f"{flag} {name!r}: not a cache type llama.cpp takes ({known})")
-    if (
-        gpu_layers is not None
-        and gpu_layers not in ("all", "auto")
-        and not _NUMBER.fullmatch(gpu_layers)
+    for flag, layers in (
+        ("--n-gpu-layers", gpu_layers),
+        ("--n-gpu-layers-draft", settings.draft_gpu_layers),
     ):
-        raise FitError(f"--n-gpu-layers {gpu_layers!r}: a number, all or auto")
+        if layers is not None and layers not in ("all", "auto") and not _NUMBER.fullmatch(layers):
+            raise FitError(f"{flag} {layers!r}: a number, all or auto")
     if gpu_specs and sources:
         raise FitError("give --gpu or --from, not both")
     model = read_model(path)
-    claim = claim_for(path, model, settings)
+    mmproj = read_mmproj(settings.mmproj) if settings.mmproj is not None else None
+    draft = read_model(settings.model_draft) if settings.model_draft is not None else None
+    claim = claim_for(path, model, settings, mmproj, draft)
     gpus, where = _gpus(gpu_specs, sources)
     share = vram.llama_share(claim, len(gpus))
     if isinstance(share, str):
@@ -401,6 +484,30 @@ def fit(
             metavar="N|all",
         ),
     ] = None,
+    mmproj: Annotated[
+        str | None,
+        typer.Option("--mmproj", help="A multimodal projector it loads.", metavar="FILE"),
+    ] = None,
+    no_mmproj_offload: Annotated[
+        bool,
+        typer.Option("--no-mmproj-offload", help="Keep the projector in RAM, off the GPU."),
+    ] = False,
+    model_draft: Annotated[
+        str | None,
+        typer.Option(
+            "--model-draft", help="A draft model for speculative decoding.", metavar="FILE"
+        ),
+    ] = None,
+    draft_gpu_layers: Annotated[
+        str | None,
+        typer.Option("--n-gpu-layers-draft", help="Draft model layers on the GPUs (default all)."),
+    ] = None,
+    draft_cache_type_k: Annotated[
+        str, typer.Option("--cache-type-k-draft", help="Draft K cache type.")
+    ] = "f16",
+    draft_cache_type_v: Annotated[
+        str, typer.Option("--cache-type-v-draft", help="Draft V cache type.")
+    ] = "f16",
     gpu: Annotated[
         list[str] | None,
         typer.Option(
@@ -423,7 +530,20 @@ def fit(
         if cpu_moe is not None and cpu_moe != "all" and not cpu_moe.isdigit():
             raise FitError(f"--n-cpu-moe: {cpu_moe!r} is neither a number of layers nor all")
         settings = Settings(
-            ctx, parallel, cache_type_k, cache_type_v, flash_attn.value, ubatch, gpu_layers, cpu_moe
+            ctx,
+            parallel,
+            cache_type_k,
+            cache_type_v,
+            flash_attn.value,
+            ubatch,
+            gpu_layers,
+            cpu_moe,
+            mmproj=mmproj,
+            mmproj_offload=not no_mmproj_offload,
+            model_draft=model_draft,
+            draft_gpu_layers=draft_gpu_layers,
+            draft_cache_type_k=draft_cache_type_k,
+            draft_cache_type_v=draft_cache_type_v,
         )
         result = run(model, settings, gpu or [], from_ or [])
     except FitError as exc:

@@ -22,7 +22,7 @@ from checks.matrix import engine, registry
 from checks.matrix.engine import Finding
 from checks.matrix.host import host_driver_cuda
 from checks.reporting import recommend
-from checks.services import gguf_header, modelconfig, vllm_images
+from checks.services import modelconfig, vllm_images
 from checks.services import vllm_service as services
 from provision import blocking, build, servicefacts, vram
 from provision import vllm as vllm_cmd
@@ -219,9 +219,7 @@ def judge_services(gate: HostGate, stack: Stack, found: ServiceFacts) -> None:
     ]
     if gate.plan is not None and gate.plan.cuda:
         for p, server in zip(stack.profiles, servers, strict=True):
-            text = found.gguf.get(server.model) if server.model else None
-            model = gguf_header.parse_remote(text) if text else None
-            claim = vram.llama_claim(p.unit, server, model)
+            claim = vram.llama_claim(p.unit, server, *servicefacts.headers(found, server))
             claims.append(dataclasses.replace(claim, group=p.swap_group))
     if claims and facts.gpus:
         gate.budget = vram.budget(facts.gpus, claims)

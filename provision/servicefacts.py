@@ -1,8 +1,8 @@
 """What the gate reads on a host about the services it plans, beyond the probes.
 
 Model configs (config.json of local models, or of Hugging Face snapshots already in the host's
-cache), GGUF headers of llama.cpp models, whether each model, mmproj and draft model file the
-profiles name is readable, the llama-server the profiles will run (its --version and --help: the
+cache), the GGUF header and whether it is readable of each model, mmproj and draft model file
+the profiles name, the llama-server the profiles will run (its --version and --help: the
 planned build's if it is built, else the one `current` points at), and the vLLM image if it is
 already pulled: one framed script, one round trip, each part unknown (None) when it cannot be read.
 """
@@ -20,6 +20,7 @@ from checks.facts.parsers import sections
 from checks.facts.probe import Probe
 from checks.matrix import engine, registry
 from checks.services import gguf_header, llama_server_args
+from checks.services.gguf_header import GgufInfo
 from checks.services.llama_server_help import Options, Version, parse_help, parse_version
 from provision.settings import llama_server
 from provision.stack import Replica, Stack
@@ -46,7 +47,7 @@ class ServerBinary:
 @dataclass
 class ServiceFacts:
     configs: dict[str, str | None] = field(default_factory=dict)  # by replica name
-    gguf: dict[str, str | None] = field(default_factory=dict)  # by model path
+    gguf: dict[str, str | None] = field(default_factory=dict)  # by model, mmproj or draft path
     inspect: str | None = None  # `docker image inspect` of the planned image
     files: dict[str, bool | None] = field(default_factory=dict)  # readable, by path
     binary: ServerBinary | None = None  # the llama-server the profiles will run
@@ -154,6 +155,19 @@ def model_files(stack: Stack) -> list[tuple[str, str]]:
     return out
 
 
+def headers(
+    found: ServiceFacts, server: LlamaServer
+) -> tuple[GgufInfo | None, GgufInfo | None, GgufInfo | None]:
+    """The GGUF headers read on the host of the model, the projector and the draft model
+    `server` names, each None when it names none or it was not read."""
+
+    def read(path: str | None) -> GgufInfo | None:
+        text = found.gguf.get(path) if path else None
+        return gguf_header.parse_remote(text) if text else None
+
+    return read(server.model), read(server.mmproj), read(server.model_draft)
+
+
 def _keep(text: str) -> HostFacts:  # framing only: these outputs are read by the gate
     return HostFacts()
 
@@ -165,8 +179,7 @@ def reads(stack: Stack, image: str, build: str = "") -> list[tuple[str, str, str
         ("config", r.name, config_command(r, stack.vllm.model_cache)) for r in stack.vllm.replicas
     ]
     files = model_files(stack)
-    models = dict.fromkeys(path for key, path in files if key == "model")
-    out += [("gguf", path, gguf_header.remote_command(path)) for path in models]
+    out += [("gguf", p, gguf_header.remote_command(p)) for p in dict.fromkeys(p for _, p in files)]
     out += [("file", p, f"test -r {shlex.quote(p)}") for p in dict.fromkeys(p for _, p in files)]
     if stack.profiles:
         out.append(("binary", build, binary_command(stack.prefix, build)))

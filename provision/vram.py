@@ -26,6 +26,12 @@ llama-kv-cache-iswa.cpp, llama-memory-recurrent.cpp, llama-hparams.cpp, llama-mo
 
 Compute buffers follow current builds; a claim that names an older build (its --version) gets
 that build's flash-attention mask (F16_MASK_BUILD) and F16 cache copies (KV_SCRATCH_BUILD).
+
+Beside its model, llama-server may load a multimodal projector (--mmproj, or the one -hf
+downloads) onto the first GPU, its weights and CLIP compute buffer (mmproj_part), and a draft
+model for speculative decoding (-md) with weights, KV cache and compute buffers of its own
+(draft_part). Each is its own Part of the budget; what of them cannot be read is not counted and
+says so, never a silent 0.
 """
 
 from __future__ import annotations
@@ -97,6 +103,20 @@ NO_PIPELINE_FLAGS = (
 cparams.offload_kqv and no tensor overrides; common/arg.cpp's --cpu-moe and --n-cpu-moe add
 tensor overrides)."""
 _EPSILON = 1e-9
+MMPROJ_WARMUP = {"gemma3": 0, "qwen2vl_merger": 46 * 46, "qwen3vl_merger": 46 * 46}
+"""Projectors whose CLIP compute buffer is modelled, by clip.projector_type, and the tokens of
+the square image tools/mtmd/clip.cpp reserves it with (load_hparams: set_warmup_n_tokens, "avoid
+OOM on warmup"; 0: clip.vision.image_size): sqrt(tokens) x patch_size x merge pixels a side. A
+larger image grows the buffer when it comes (ggml_backend_sched_alloc_graph); other projectors
+(window attention, tiling, resamplers) and builds of before CLIP's flash attention are not
+modelled."""
+MMPROJ_MERGE = 2
+"""n_merge of Qwen-VL projectors without clip.vision.spatial_merge_size (clip.cpp)."""
+DRAFT_PER_SLOT_LAST = 9037
+"""The last build known to give each slot a draft context of its own (n_parallel 1, n_ctx -cd or
+the slot's; ggml-org/llama.cpp#22554 runs b9037 with -cd). Builds since ggml-org/llama.cpp#22838
+hold one draft context beside the target, with its n_ctx and slots (common/speculative.cpp,
+common_speculative_init_result); the few builds between are counted as those."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +137,10 @@ class LlamaClaim:
     ``gpu_layers`` is --n-gpu-layers: "", "auto", "all" or a number; ``flash_attn`` is
     --flash-attn ("" and "auto" count as on, as llama.cpp's auto picks on CUDA); ``build`` is the
     llama.cpp build number it runs (None: a current build).
+
+    ``mmproj`` names the multimodal projector it loads: a path, HF_MMPROJ or URL_MMPROJ (one
+    downloaded) or "" (none), with its header ``mmproj_model``; ``draft`` the draft model (a path,
+    HF_DRAFT or ""), with its header ``draft_model``, -ngld, -ctkd/-ctvd and -cd (0: none).
     """
 
     service: str
@@ -137,13 +161,30 @@ class LlamaClaim:
     cpu_ffn_layers: int = 0  # --n-cpu-ffn: the first n layers' dense FFN weights stay in RAM
     other_overrides: bool = False  # an -ot pattern gpuprov does not read
     build: int | None = None
+    mmproj: str = ""
+    mmproj_model: GgufInfo | None = None
+    mmproj_offload: bool = True  # --no-mmproj-offload or --mmproj-device none: kept in RAM
+    mmproj_device: str = ""  # --mmproj-device: the GPU it names (counted on the first)
+    draft: str = ""
+    draft_model: GgufInfo | None = None
+    draft_gpu_layers: str = ""
+    draft_cache_type_k: str = "f16"
+    draft_cache_type_v: str = "f16"
+    draft_ctx: int = 0
 
 
-def llama_claim(service: str, server: LlamaServer, model: GgufInfo | None) -> LlamaClaim:
+def llama_claim(
+    service: str,
+    server: LlamaServer,
+    model: GgufInfo | None,
+    mmproj: GgufInfo | None = None,
+    draft: GgufInfo | None = None,
+) -> LlamaClaim:
     """A llama-server profile's claim on every GPU, from its arguments as llama.cpp reads them
     (a --ctx-size in extra_args counts); a setting they leave out is llama.cpp's default, with
     the context at the model's context_length (what newer builds do) and, without --parallel,
-    4 slots sharing one unified cache (llama-server's "n_parallel is set to auto")."""
+    4 slots sharing one unified cache (llama-server's "n_parallel is set to auto"). `mmproj`
+    and `draft` are the headers of the projector and draft model the arguments name."""
     auto_slots = not (server.parallel and server.parallel > 0)
     return LlamaClaim(
         service=service,
@@ -161,7 +202,66 @@ def llama_claim(service: str, server: LlamaServer, model: GgufInfo | None) -> Ll
         no_pipeline=_flag(server.argv, *NO_PIPELINE_FLAGS) or _split_mode(server.argv) != "layer",
         build=build_number(server.build),
         **_in_ram(server.argv),
+        **_mmproj_args(server, mmproj),
+        **_draft_args(server, draft),
     )
+
+
+HF_MMPROJ = "-hf"
+"""LlamaClaim.mmproj of a server that downloads its model's repository with -hf: llama-server
+loads the repository's mmproj too, if it has one, unless --no-mmproj (common/arg.cpp)."""
+URL_MMPROJ = "--mmproj-url"
+"""LlamaClaim.mmproj of a projector downloaded from a URL."""
+HF_DRAFT = "-hfd"
+"""LlamaClaim.draft of a draft model downloaded with --spec-draft-hf / -hfd."""
+
+
+def _last(argv: Sequence[str], on: tuple[str, ...], off: tuple[str, ...], default: bool) -> bool:
+    """A switch llama.cpp reads as on/off pairs: the last of them wins."""
+    state = default
+    for arg in argv:
+        state = True if arg in on else False if arg in off else state
+    return state
+
+
+def _mmproj_args(server: LlamaServer, header: GgufInfo | None) -> dict[str, Any]:
+    """The projector the arguments load (common/arg.cpp: --mmproj, --mmproj-url, and -hf's unless
+    --no-mmproj) and whether onto a GPU (--no-mmproj-offload, --mmproj-device none)."""
+    argv = server.argv
+    source = server.mmproj or (URL_MMPROJ if _values(argv, "-mmu", "--mmproj-url") else "")
+    auto = _last(argv, ("--mmproj-auto",), ("--no-mmproj", "--no-mmproj-auto"), True)
+    if not source and auto and _values(argv, "-hf", "-hfr", "--hf-repo"):
+        source = HF_MMPROJ
+    device = (_values(argv, "-mmdev", "--mmproj-device") or [""])[-1]
+    offload = _last(argv, ("--mmproj-offload",), ("--no-mmproj-offload",), True)
+    kept = device.strip().lower() == "none"
+    return {
+        "mmproj": source,
+        "mmproj_model": header,
+        "mmproj_offload": offload and not kept,
+        "mmproj_device": "" if kept else device.strip(),
+    }
+
+
+def _draft_args(server: LlamaServer, header: GgufInfo | None) -> dict[str, Any]:
+    """The draft model the arguments load and its settings (common/arg.cpp: -md, -hfd, -ngld,
+    -ctkd, -ctvd, -cd), each the last given; cache types default to f16."""
+    argv = server.argv
+    hf = _values(argv, "--spec-draft-hf", "-hfd", "-hfrd", "--hf-repo-draft")
+    layers = _values(
+        argv, "-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft", "--spec-draft-ngl"
+    )
+    cache_k = _values(argv, "-ctkd", "--cache-type-k-draft", "--spec-draft-type-k")
+    cache_v = _values(argv, "-ctvd", "--cache-type-v-draft", "--spec-draft-type-v")
+    ctx = (_values(argv, "-cd", "--ctx-size-draft") or [""])[-1]
+    return {
+        "draft": server.model_draft or (HF_DRAFT if hf else ""),
+        "draft_model": header,
+        "draft_gpu_layers": (layers or [""])[-1],
+        "draft_cache_type_k": (cache_k or ["f16"])[-1].strip().lower() or "f16",
+        "draft_cache_type_v": (cache_v or ["f16"])[-1].strip().lower() or "f16",
+        "draft_ctx": int(ctx) if ctx.isdigit() else 0,
+    }
 
 
 def build_number(label: str | None) -> int | None:
@@ -512,12 +612,16 @@ def _compute_mib(
 
 @dataclass(frozen=True)
 class Holder:
-    """What one service holds on one GPU; ``mib`` None is unknown, and ``how`` says why."""
+    """What one service holds on one GPU; ``mib`` None is unknown, and ``how`` says why.
+    ``parts`` are lines of their own under it (label, MiB counted in ``mib`` or None when none
+    is, how), and ``missing`` what of it is not counted, each with why."""
 
     service: str
     mib: float | None
     how: str
     group: str = ""  # a swap group: only its largest member counts
+    parts: tuple[tuple[str, float | None, str], ...] = ()
+    missing: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -546,7 +650,7 @@ class GpuRow:
 
     @property
     def unknown(self) -> bool:
-        return self.total_mib is None or any(h.mib is None for h in self.holders)
+        return self.total_mib is None or any(h.mib is None or h.missing for h in self.holders)
 
     @property
     def over(self) -> bool:
@@ -579,6 +683,10 @@ class Budget:
                     f"{'':<4}   {_cut(h.service, 28):<28} {'':>10} {_size(h.mib):>10} "
                     f"{'':>10}  {h.how}".rstrip()
                 )
+                out += [
+                    f"{'':<4}     + {_cut(label, 24):<24} {'':>10} {_size(mib):>10} {'':>10}  {how}"
+                    for label, mib, how in h.parts
+                ]
         return out
 
 
@@ -599,13 +707,13 @@ def budget(gpus: Sequence[Gpu], claims: Sequence[VllmClaim | LlamaClaim]) -> Bud
             if i not in by_index:
                 have = ", ".join(str(j) for j in sorted(by_index)) or "none"
                 problems.append(f"{claim.service}: GPU {i} is not on this host (GPUs: {have})")
-        for i in present:
+        for position, i in enumerate(present):
             total = by_index[i].memory_total_mib
             if isinstance(claim, VllmClaim):
                 holder = _vllm(claim, total)
                 fractions[i].append((claim.service, claim.fraction, claim.group))
             else:
-                holder = _llama(claim, len(present))
+                holder = _llama(claim, len(present), first=position == 0)
             if claim.group:
                 how = f"{holder.how}; swap group {claim.group}: one member at a time"
                 holder = dataclasses.replace(holder, group=claim.group, how=how)
@@ -651,6 +759,7 @@ def _row_problems(row: GpuRow, fractions: list[tuple[str, float, str]]) -> list[
     for h in row.holders:
         if h.mib is None:
             problems.append(f"unknown: {h.service} on {where}: {h.how}")
+        problems += [f"unknown: {h.service} on {where}: {why}" for why in h.missing]
     return problems
 
 
@@ -660,10 +769,11 @@ def _vllm(claim: VllmClaim, total: int | None) -> Holder:
     return Holder(claim.service, claim.fraction * total, f"vLLM {claim.fraction:g} x {total} MiB")
 
 
-def _llama(claim: LlamaClaim, n_gpus: int) -> Holder:
+def _llama(claim: LlamaClaim, n_gpus: int, first: bool = True) -> Holder:
     """One GPU's share of a llama-server: weights, KV and state split evenly over its GPUs, plus
-    compute buffers and a CUDA context on each."""
-    share = llama_share(claim, n_gpus)
+    compute buffers and a CUDA context on each; its projector on the `first` GPU, its draft model
+    split as the model is."""
+    share = llama_share(claim, n_gpus, first)
     if isinstance(share, str):
         return Holder(claim.service, None, f"llama.cpp: {share}")
     memory = share.memory
@@ -687,7 +797,14 @@ def _llama(claim: LlamaClaim, n_gpus: int) -> Holder:
         how += f", {share.layers} layers"
     if n_gpus > 1:
         how += f", 1/{n_gpus} of each"
-    return Holder(claim.service, share.total_mib, how)
+    extra = [part for part in (share.mmproj, share.draft) if part is not None]
+    return Holder(
+        claim.service,
+        share.total_mib,
+        how,
+        parts=tuple((part.label, part.counted_mib, part.how) for part in extra),
+        missing=tuple(part.missing for part in extra if part.missing),
+    )
 
 
 def _in_ram_bytes(claim: LlamaClaim, model: GgufInfo, first_gpu_layer: int) -> int:
@@ -760,7 +877,8 @@ def _cut(text: str, width: int) -> str:
 class LlamaShare:
     """One GPU's share of a llama-server, part by part in MiB, as `budget` counts it; ``layers``
     is "n/m" when --n-gpu-layers offloads only n of the m layers (the rest stay in RAM);
-    ``pool_mib`` is CUDA's pool of F16 cache copies of a build before KV_SCRATCH_BUILD."""
+    ``pool_mib`` is CUDA's pool of F16 cache copies of a build before KV_SCRATCH_BUILD;
+    ``mmproj`` and ``draft`` what its projector and draft model hold there (None: none)."""
 
     weights_mib: float
     kv_mib: float
@@ -771,16 +889,20 @@ class LlamaShare:
     layers: str
     notes: tuple[str, ...] = ()
     pool_mib: float = 0.0
+    mmproj: Part | None = None
+    draft: Part | None = None
 
     @property
     def total_mib(self) -> float:
         parts = self.weights_mib + self.kv_mib + self.rs_mib + self.compute_mib + self.pool_mib
-        return parts + self.cuda_mib
+        extra = sum(part.mib for part in (self.mmproj, self.draft) if part is not None)
+        return parts + extra + self.cuda_mib
 
 
-def llama_share(claim: LlamaClaim, n_gpus: int) -> LlamaShare | str:
-    """What one of `n_gpus` GPUs holds of `claim` (the parts `budget` adds up for it); a reason
-    string when the header does not say enough."""
+def llama_share(claim: LlamaClaim, n_gpus: int, first_gpu: bool = True) -> LlamaShare | str:
+    """What one of `n_gpus` GPUs holds of `claim` (the parts `budget` adds up for it), the
+    projector on the first one (`first_gpu`); a reason string when the model's header does not say
+    enough."""
     model = claim.model
     if model is None:
         return "model header unknown"
@@ -810,4 +932,185 @@ def llama_share(claim: LlamaClaim, n_gpus: int) -> LlamaShare | str:
         layers=layers,
         notes=tuple(notes),
         pool_mib=memory.pool_mib,
+        mmproj=mmproj_part(claim, first_gpu),
+        draft=draft_part(claim, n),
     )
+
+
+MMPROJ = "mmproj"
+DRAFT = "draft model"
+CLIP_LIVE_FLASH = 3
+"""f32 activations of n_embd per patch live beside the FFN's up projection (n_ff per patch) in
+a layer of a projector's vision tower, with flash attention. Checked against logged CLIP compute
+buffers: gemma 3's 121.25 MiB (ggml-org/llama.cpp#22790) and tests/test_vram_mmproj.py."""
+CLIP_LIVE_SCORES = 6
+"""f32 activations of n_embd per patch live beside the f32 attention scores of every head over
+every patch (clip.cpp build_attn without flash attention): gemma 3's 1132 MiB
+(gpustack/gguf-parser-go#44) and tests/test_vram_mmproj.py."""
+
+
+@dataclass(frozen=True)
+class Part:
+    """What a file llama-server loads beside its model holds on one GPU, in MiB: a multimodal
+    projector (MMPROJ: weights and CLIP compute buffer) or a draft model (DRAFT: weights, KV
+    cache and state, compute buffers). ``missing`` says what of it is not counted and why ("" when
+    all is); ``how`` describes it."""
+
+    label: str
+    how: str
+    weights_mib: float = 0.0
+    kv_mib: float = 0.0
+    compute_mib: float = 0.0
+    missing: str = ""
+
+    @property
+    def mib(self) -> float:
+        return self.weights_mib + self.kv_mib + self.compute_mib
+
+    @property
+    def counted_mib(self) -> float | None:
+        """What is counted of it; None when nothing is."""
+        return None if self.missing and not self.mib else self.mib
+
+
+def _flash(claim: LlamaClaim) -> bool:
+    return _cache_type(claim.flash_attn) not in FLASH_OFF
+
+
+def _not_counted(label: str, why: str, weights_mib: float = 0.0) -> Part:
+    return Part(label, why, weights_mib, missing=why)
+
+
+def mmproj_part(claim: LlamaClaim, first: bool = True) -> Part | None:
+    """The projector's share of one GPU: its weights and CLIP compute buffer on the `first`
+    (clip.cpp loads it on one device: the first GPU unless --mmproj-device), nothing on the
+    others nor with --no-mmproj-offload; None without a projector. Unknown parts are not
+    counted, and say so."""
+    source = claim.mmproj
+    if not source or not first:
+        return None
+    if not claim.mmproj_offload:
+        return Part(MMPROJ, "kept in RAM (--no-mmproj-offload)")
+    if source in (HF_MMPROJ, URL_MMPROJ):
+        left_out = " (--no-mmproj leaves it out)" if source == HF_MMPROJ else ""
+        why = f"{MMPROJ} of {source} not counted: its size is unknown before download{left_out}"
+        return _not_counted(MMPROJ, why)
+    model = claim.mmproj_model
+    if model is None or model.tensor_bytes is None:
+        return _not_counted(MMPROJ, f"{MMPROJ} {source} not counted: its header was not read")
+    if model.architecture != "clip":
+        arch = model.architecture or "none"
+        return _not_counted(MMPROJ, f"{MMPROJ} {source} not counted: architecture {arch}")
+    weights = model.tensor_bytes / MIB
+    compute = clip_compute_mib(model, _flash(claim))
+    if isinstance(compute, str):
+        why = f"{MMPROJ} compute buffer not counted: {compute}"
+        return _not_counted(MMPROJ, f"weights {_size(weights)}; {why}", weights)
+    how = f"weights {_size(weights)} + CLIP compute {_size(compute)} ({model.projector_type})"
+    if claim.mmproj_device:
+        how += f" [--mmproj-device {claim.mmproj_device}: counted on the first GPU]"
+    return Part(MMPROJ, how, weights, compute_mib=compute)
+
+
+def clip_compute_mib(model: GgufInfo, flash: bool) -> float | str:
+    """The compute buffer tools/mtmd/clip.cpp reserves for a projector's warmup image
+    (MMPROJ_WARMUP), in MiB; a reason string for a projector or header it does not model.
+
+    The peak is a layer of the vision tower over every patch of the image: the FFN's up
+    projection and CLIP_LIVE_FLASH activations, or without flash attention the f32 scores of
+    every head and CLIP_LIVE_SCORES activations (build_attn: ggml_mul_mat(k, q) before
+    soft_max). Qwen3-VL's deepstack mergers (qwen3vl.cpp) keep their outputs, projection_dim per
+    merged patch, until the last layer."""
+    kind = model.projector_type or "none"
+    if kind not in MMPROJ_WARMUP:
+        return f"projector {kind} not modelled"
+    embd, ff = model.vision_embedding_length, model.vision_feed_forward_length
+    heads, patch = model.vision_head_count, model.vision_patch_size
+    if not (embd and ff and heads and patch):
+        return "header lacks the vision tower's sizes"
+    merge = model.vision_merge or MMPROJ_MERGE
+    tokens = MMPROJ_WARMUP[kind]
+    side = math.isqrt(tokens) * patch * merge if tokens else model.vision_image_size or 0
+    n_pos = (side // patch) ** 2
+    if not n_pos:
+        return "header lacks clip.vision.image_size"
+    deepstack, width = model.vision_deepstack_layers or 0, model.vision_projection_dim or 0
+    if deepstack and not width:
+        return "header lacks the projection_dim of its deepstack mergers"
+    kept = deepstack * (n_pos // merge**2) * width
+    peak = n_pos * (ff + CLIP_LIVE_FLASH * embd)
+    if not flash:
+        peak = max(peak, n_pos * (n_pos * heads + CLIP_LIVE_SCORES * embd))
+    return 4 * (peak + kept) / MIB
+
+
+def draft_claim(claim: LlamaClaim) -> tuple[LlamaClaim, int]:
+    """The draft model's context as a claim, and how many of them llama-server makes.
+
+    Builds after DRAFT_PER_SLOT_LAST make one beside the target with the target's n_ctx and
+    slots. Earlier ones, and a claim giving -cd (which later builds refuse), make one per slot,
+    of one sequence and -cd cells or the slot's (tools/server/server-context.cpp:
+    params_dft.n_parallel = 1, n_ctx = speculative.n_ctx or llama_n_ctx_seq, n_batch the same).
+    Both take -ctkd/-ctvd (f16 unless given) and -ngld (all unless given); flash attention,
+    ubatch and GPUs are the target's (common_base_params_to_speculative copies them)."""
+    target = claim.model
+    ctx = claim.ctx_size if claim.ctx_size > 0 else (target.context_length if target else 0) or 0
+    draft = dataclasses.replace(
+        claim,
+        model=claim.draft_model,
+        ctx_size=ctx,
+        cache_type_k=claim.draft_cache_type_k,
+        cache_type_v=claim.draft_cache_type_v,
+        gpu_layers=claim.draft_gpu_layers,
+        cpu_moe_layers=0,
+        cpu_ffn_layers=0,
+        other_overrides=False,
+        mmproj="",
+        mmproj_model=None,
+        draft="",
+        draft_model=None,
+    )
+    if not (claim.draft_ctx > 0 or _before(claim, DRAFT_PER_SLOT_LAST + 1)):
+        return draft, 1
+    slots = max(claim.parallel, 1)
+    cells = claim.draft_ctx or _cells(ctx, slots, claim.kv_unified)[0]
+    per_slot = dataclasses.replace(
+        draft, ctx_size=cells, parallel=1, kv_unified=False, n_ubatch=min(claim.n_ubatch, cells)
+    )
+    return per_slot, slots
+
+
+def draft_part(claim: LlamaClaim, n_gpus: int) -> Part | None:
+    """The draft model's share of one of `n_gpus` GPUs (split as the model is): its weights, the
+    KV cache and state, and compute buffers of its context(s); None without a draft model.
+    Unknown parts are not counted, and say so."""
+    source = claim.draft
+    if not source:
+        return None
+    if source == HF_DRAFT:
+        why = f"{DRAFT} of {HF_DRAFT} not counted: its size is unknown before download"
+        return _not_counted(DRAFT, why)
+    if claim.draft_model is None:
+        return _not_counted(DRAFT, f"{DRAFT} {source} not counted: its header was not read")
+    draft, contexts = draft_claim(claim)
+    if not draft.ctx_size:
+        return _not_counted(DRAFT, f"{DRAFT} {source} not counted: the context is unknown")
+    share = llama_share(draft, n_gpus)
+    if isinstance(share, str):
+        return _not_counted(DRAFT, f"{DRAFT} {source} not counted: {share}")
+    kv = (share.kv_mib + share.rs_mib) * contexts
+    compute = (share.compute_mib + share.pool_mib) * contexts
+    memory = share.memory
+    how = (
+        f"weights {_size(share.weights_mib)} + KV {_size(kv)} ({memory.cells} ctx, "
+        f"{_cache_type(draft.cache_type_k)}/{_cache_type(draft.cache_type_v)}) + compute "
+        f"{_size(compute)}"
+    )
+    if contexts > 1:
+        how += f", {contexts} contexts (one per slot)"
+    if share.layers:
+        how += f", {share.layers} layers"
+    notes = [*memory.notes, *share.notes]
+    if notes:
+        how += f" [{'; '.join(notes)}]"
+    return Part(DRAFT, how, share.weights_mib, kv, compute)

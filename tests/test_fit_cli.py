@@ -6,10 +6,12 @@ tensor data (the reader stops before it), so a model of gigabytes is a file of a
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import gguf
 import numpy as np
@@ -334,3 +336,127 @@ def test_the_settings_line_names_experts_kept_in_ram(model: Path) -> None:
     assert code == 0 and "--n-cpu-moe all" in out.splitlines()[1]
     code, out, _ = gpuprov("fit", str(model), "--ctx", "4096")
     assert "--n-cpu-moe" not in out
+
+
+# --- the projector and the draft model -------------------------------------------------------
+
+
+@pytest.fixture
+def projector(tmp_path: Path) -> Path:
+    from tests.test_vram_mmproj import GEMMA3, mmproj
+
+    path = tmp_path / "mmproj-gemma3.gguf"
+    mmproj(path, "gemma3", mib=811.79, **GEMMA3)
+    return path
+
+
+@pytest.fixture
+def draft(tmp_path: Path) -> Path:
+    from tests.test_vram_mmproj import qwen2_draft
+
+    path = tmp_path / "draft.gguf"
+    qwen2_draft(path)
+    return path
+
+
+def _per_gpu(*argv: str) -> dict[str, Any]:
+    code, out, err = gpuprov("fit", *argv, "--gpu", "H100", "--json")
+    assert code == 0, err
+    return dict(json.loads(out)["per_gpu"])
+
+
+def test_a_projector_is_a_line_of_its_own_and_counts_in_the_total(
+    model: Path, projector: Path
+) -> None:
+    code, out, _ = gpuprov(
+        "fit", str(model), "--ctx", "8192", "--mmproj", str(projector), "--gpu", "RTX 4090"
+    )
+    assert code == 0
+    assert "  mmproj            933.0 MiB  weights 811.8 MiB + CLIP compute 121.2 MiB" in out
+    alone = _per_gpu(str(model), "--ctx", "8192")
+    both = _per_gpu(str(model), "--ctx", "8192", "--mmproj", str(projector))
+    assert alone["mmproj"] is None
+    assert both["mmproj"]["weights_mib"] == pytest.approx(811.79, abs=0.01)
+    assert both["mmproj"]["not_counted"] is None
+    assert both["total_mib"] == pytest.approx(alone["total_mib"] + both["mmproj"]["total_mib"])
+
+
+def test_a_projector_kept_in_ram_adds_nothing(model: Path, projector: Path) -> None:
+    alone = _per_gpu(str(model), "--ctx", "8192")
+    kept = _per_gpu(str(model), "--ctx", "8192", "--mmproj", str(projector), "--no-mmproj-offload")
+    assert kept["mmproj"]["total_mib"] == 0 and "kept in RAM" in kept["mmproj"]["how"]
+    assert kept["total_mib"] == pytest.approx(alone["total_mib"])
+
+
+def test_a_projector_sits_on_the_first_gpu(model: Path, projector: Path) -> None:
+    argv = ("fit", str(model), "--ctx", "8192", "--mmproj", str(projector))
+    code, out, _ = gpuprov(*argv, "--gpu", "RTX 4090", "--gpu", "RTX 4090", "--json")
+    data = json.loads(out)
+    first, second = (g["held_mib"] for g in data["gpus"])
+    assert code == 0 and first - second == pytest.approx(data["per_gpu"]["mmproj"]["total_mib"])
+    code, out, _ = gpuprov(*argv, "--gpu", "RTX 4090", "--gpu", "RTX 4090")
+    assert "(gemma3), GPU 0 only" in out
+
+
+def test_a_draft_model_is_a_line_of_its_own_and_counts_in_the_total(
+    model: Path, draft: Path
+) -> None:
+    code, out, _ = gpuprov(
+        "fit", str(model), "--ctx", "16384", "--model-draft", str(draft), "--gpu", "RTX 4090"
+    )
+    assert code == 0 and "  draft model " in out and "(16384 ctx, f16/f16)" in out
+    alone = _per_gpu(str(model), "--ctx", "16384")
+    both = _per_gpu(str(model), "--ctx", "16384", "--model-draft", str(draft))
+    part = both["draft"]
+    assert part["kv_mib"] == pytest.approx(24 * 16384 * 128 * 4 / 2**20)
+    assert both["total_mib"] == pytest.approx(alone["total_mib"] + part["total_mib"])
+    typed = _per_gpu(
+        str(model), "--ctx", "16384", "--model-draft", str(draft), "--cache-type-k-draft", "q8_0"
+    )["draft"]
+    assert typed["kv_mib"] == pytest.approx(24 * 16384 * 128 * (34 / 32 + 2) / 2**20)
+    kept = _per_gpu(
+        str(model), "--ctx", "16384", "--model-draft", str(draft), "--n-gpu-layers-draft", "0"
+    )["draft"]
+    assert (kept["weights_mib"], kept["kv_mib"]) == (0, 0)
+
+
+def test_the_json_of_both_follows_the_schema(model: Path, projector: Path, draft: Path) -> None:
+    from checks.reporting import schema
+
+    jsonschema = importlib.import_module("jsonschema")  # a test dependency without type stubs
+
+    code, out, _ = gpuprov(
+        "fit",
+        str(model),
+        "--ctx",
+        "8192",
+        "--mmproj",
+        str(projector),
+        "--model-draft",
+        str(draft),
+        "--gpu",
+        "H100",
+        "--json",
+    )
+    data = json.loads(out)
+    assert code == 0
+    jsonschema.validate(data, schema.committed("fit"))
+    settings = data["settings"]
+    assert (settings["mmproj"], settings["model_draft"]) == (str(projector), str(draft))
+    assert settings["mmproj_offload"] is True and settings["draft_cache_type_k"] == "f16"
+
+
+def test_bad_projector_or_draft_input_exits_2(model: Path, projector: Path, tmp_path: Path) -> None:
+    cases = [
+        (["--mmproj", str(model)], "not a multimodal projector (architecture llama)"),
+        (["--mmproj", str(tmp_path / "none.gguf")], "none.gguf: no such file"),
+        (["--model-draft", str(projector)], "a multimodal projector, not a model"),
+        (["--model-draft", str(model), "--cache-type-k-draft", "q3_k"], "--cache-type-k-draft"),
+        (["--model-draft", str(model), "--n-gpu-layers-draft", "most"], "a number, all or auto"),
+    ]
+    for args, said in cases:
+        code, out, err = gpuprov("fit", str(model), "--ctx", "8192", "--gpu", "H100", *args)
+        assert (code, out) == (2, ""), args
+        assert said in err, err
+    code, _, err = gpuprov("fit", str(projector), "--ctx", "8192", "--gpu", "H100")
+    assert code == 2 and "a multimodal projector, not a model (give it with --mmproj)" in err

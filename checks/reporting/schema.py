@@ -34,7 +34,7 @@ from checks.reporting.status import (
 # plan/apply JSON is built in provision/converge_cli.py, which cannot be imported from here.
 CONVERGE_SCHEMA_VERSION = 2
 # fit JSON is built in provision/fit_cli.py (Fit.to_json), for the same reason.
-FIT_SCHEMA_VERSION = 1
+FIT_SCHEMA_VERSION = 2
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 _SCALARS = {str: "string", int: "integer", bool: "boolean", float: "number"}
@@ -231,8 +231,19 @@ def converge_schema() -> dict[str, Any]:
 
 
 def fit_schema() -> dict[str, Any]:
-    """`gpuprov fit --json`: one llama-server's estimate per GPU, the GPUs, the verdict."""
+    """`gpuprov fit --json`: one llama-server's estimate per GPU (with its projector's and draft
+    model's parts), the GPUs, the verdict."""
     number, integer = {"type": "number"}, {"type": "integer"}
+    part = _closed(
+        {
+            "weights_mib": number,
+            "kv_mib": number,
+            "compute_mib": number,
+            "total_mib": number,
+            "how": _STRING,
+            "not_counted": _nullable(_STRING),
+        }
+    )
     properties = {
         "model": _closed(
             {
@@ -253,6 +264,12 @@ def fit_schema() -> dict[str, Any]:
                 "ubatch": integer,
                 "n_gpu_layers": _STRING,
                 "n_cpu_moe": {"anyOf": [{"type": "integer", "minimum": 0}, {"const": "all"}]},
+                "mmproj": _nullable(_STRING),
+                "mmproj_offload": {"type": "boolean"},
+                "model_draft": _nullable(_STRING),
+                "draft_n_gpu_layers": _STRING,
+                "draft_cache_type_k": _STRING,
+                "draft_cache_type_v": _STRING,
             }
         ),
         "per_gpu": _closed(
@@ -269,6 +286,8 @@ def fit_schema() -> dict[str, Any]:
                 "total_mib": number,
                 "offloaded_layers": _nullable(_STRING),
                 "notes": _STRINGS,
+                "mmproj": _nullable(part),
+                "draft": _nullable(part),
             }
         ),
         "gpus_from": _STRING,

@@ -112,6 +112,22 @@ _LAYER_KEYS = {
     "attention.sliding_window_pattern": "sliding_window_layers",
 }
 _GENERAL_KEYS = ("general.architecture", "general.file_type", "split.count")
+# A multimodal projector's (mmproj, general.architecture "clip") vision keys the summary reads
+# (llama.cpp tools/mtmd/clip-impl.h); its projector type is one string or the other.
+_VISION_KEYS = {
+    "clip.vision.embedding_length": "vision_embedding_length",
+    "clip.vision.feed_forward_length": "vision_feed_forward_length",
+    "clip.vision.attention.head_count": "vision_head_count",
+    "clip.vision.image_size": "vision_image_size",
+    "clip.vision.patch_size": "vision_patch_size",
+    "clip.vision.projection_dim": "vision_projection_dim",
+    "clip.vision.spatial_merge_size": "vision_merge",
+    "clip.vision.projector.scale_factor": "vision_merge",
+}
+_PROJECTOR_KEYS = ("clip.projector_type", "clip.vision.projector_type")
+# The deepstack mergers of a vision tower (Qwen3-VL), by tensor name.
+_VISION_DEEPSTACK = re.compile(r"v\.deepstack\.\d{1,5}\.fc2\.weight")
+_STRING_FIELDS = ("projector_type",)
 
 
 @dataclass(frozen=True)
@@ -148,6 +164,10 @@ class GgufInfo:
     attention; sliding_window_layers: 1 marks a sliding-window layer), the sliding window, the
     hybrid full_attention_interval, the ssm.* and shortconv sizes of recurrent layers, the MLA
     latent sizes, and vocab_size (the token_embd tensor's second dimension).
+
+    The fields from projector_type on are a multimodal projector's (architecture "clip"; None
+    for any other file): its projector type, vision tower sizes, spatial merge and deepstack
+    mergers.
     """
 
     version: int
@@ -181,6 +201,15 @@ class GgufInfo:
     ffn_bytes_layers: tuple[int, ...] | None = None
     token_embd_bytes: int | None = None
     output_bytes: int | None = None
+    projector_type: str | None = None
+    vision_embedding_length: int | None = None
+    vision_feed_forward_length: int | None = None
+    vision_head_count: int | None = None
+    vision_image_size: int | None = None
+    vision_patch_size: int | None = None
+    vision_projection_dim: int | None = None
+    vision_merge: int | None = None
+    vision_deepstack_layers: int | None = None
 
 
 _LAYER_FIELDS = (*_LAYER_KEYS.values(), "expert_bytes_layers", "ffn_bytes_layers")
@@ -268,9 +297,23 @@ def _value(s: _Stream, vtype: int, keep: bool, depth: int = 0) -> object:
 
 
 def _wanted(key: str) -> bool:
-    return key in _GENERAL_KEYS or any(
-        key.endswith("." + suffix) for suffix in (*_ARCH_KEYS, *_LAYER_KEYS)
+    return (
+        key in _GENERAL_KEYS
+        or key in _VISION_KEYS
+        or key in _PROJECTOR_KEYS
+        or any(key.endswith("." + suffix) for suffix in (*_ARCH_KEYS, *_LAYER_KEYS))
     )
+
+
+def _vision(meta: dict[str, object], deepstack: int) -> dict[str, object]:
+    """A projector's fields (GgufInfo from projector_type on) from its metadata."""
+    found: dict[str, object] = {"vision_deepstack_layers": deepstack}
+    for key, name in _VISION_KEYS.items():
+        if found.get(name) is None:
+            found[name] = _size(meta.get(key))
+    kinds = [meta.get(key) for key in _PROJECTOR_KEYS]
+    found["projector_type"] = next((k for k in kinds if isinstance(k, str) and k), None)
+    return found
 
 
 def _tensor_infos(s: _Stream, count: int) -> Iterator[TensorInfo]:
@@ -331,7 +374,9 @@ def _read(stream: BinaryIO) -> GgufInfo | None:
     vocab_size: int | None = None
     by_layer: dict[str, dict[int, int]] = {"experts": {}, "ffn": {}}
     ends: dict[str, int | None] = {}
+    deepstack = 0
     for tensor in _tensor_infos(s, tensor_count):
+        deepstack += 1 if _VISION_DEEPSTACK.fullmatch(tensor.name) else 0
         n_bytes = tensor.n_bytes
         tensor_bytes = None if n_bytes is None or tensor_bytes is None else tensor_bytes + n_bytes
         if tensor.name == "token_embd.weight" and len(tensor.dims) == 2:
@@ -357,6 +402,7 @@ def _read(stream: BinaryIO) -> GgufInfo | None:
     head_count_kv = hp["head_count_kv"] if hp["head_count_kv"] is not None else head_count
     embedding = hp["embedding_length"]
     per_head = embedding // head_count if embedding is not None and head_count else None
+    vision = _vision(meta, deepstack) if arch == "clip" else {}
     return GgufInfo(
         version=version,
         architecture=arch,
@@ -389,6 +435,7 @@ def _read(stream: BinaryIO) -> GgufInfo | None:
         ffn_bytes_layers=_per_layer(by_layer["ffn"], hp["block_count"]),
         token_embd_bytes=ends.get("token_embd.weight"),
         output_bytes=ends.get("output.weight", 0 if tensor_count else None),
+        **vision,  # type: ignore[arg-type]  # each value checked in _vision
     )
 
 
@@ -447,6 +494,11 @@ def _from_record(record: dict[str, object]) -> GgufInfo | None:
     for f in fields(GgufInfo):
         value = record.get(f.name)
         if f.name == "architecture" or value is None:
+            continue
+        if f.name in _STRING_FIELDS:
+            if not isinstance(value, str) or len(value) > MAX_KEPT_STRING:
+                return None
+            values[f.name] = value
             continue
         kept = _layers(value) if f.name in _LAYER_FIELDS else _size(value)
         if kept is None or (isinstance(kept, tuple) and len(kept) > MAX_LAYERS):
