@@ -4,7 +4,9 @@ CPU-only torch, flash-attn 2 on a pre-Ampere GPU, torch extensions built for ano
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
+from checks.facts.model import HostFacts, from_dict
 from checks.logs import explain, logscan
 
 TRITON_ON_470 = (
@@ -62,3 +64,24 @@ def test_pre_ampere_predicate_needs_every_gpu_known() -> None:
     below = explain.PREDICATES["cc_below_8_0"]
     assert below({"ccs": "7.5"}) and below({"ccs": "8.6 7.0"})
     assert not below({"ccs": "8.0 12.0"}) and not below({})
+
+
+BF16_FIXTURES = Path(__file__).parent / "fixtures" / "signatures" / "cublas-bf16-gemm-unsupported"
+
+
+def _bf16_refusal(gpu: str | None) -> list[explain.Diagnosis]:
+    host = from_dict(HostFacts, {"gpus": [{"index": 0, "name": gpu}]}) if gpu else None
+    with (BF16_FIXTURES / "match_mineru_tesla_m40.log").open("rb") as stream:
+        return explain.diagnose(logscan.scan(stream), host=host)
+
+
+def test_cublas_bf16_refusal_needs_a_gpu_without_bf16_gemm() -> None:
+    """An unknown GPU leaves the reading, a Maxwell GPU is named, every GPU at 7.0+ rules it out."""
+    assert [d.signature for d in _bf16_refusal(None)] == ["cublas-bf16-gemm-unsupported"]
+    (maxwell,) = _bf16_refusal("NVIDIA GeForce GTX 970")
+    assert "GTX 970 (compute capability 5.2)" in maxwell.message
+    assert _bf16_refusal("NVIDIA GeForce RTX 3090") == []
+    assert _bf16_refusal("Tesla V100-SXM2-32GB") == []
+    at_least = explain.PREDICATES["cc_at_least_7_0"]
+    assert at_least({"ccs": "7.0"}) and at_least({"ccs": "8.6 7.5"})
+    assert not at_least({"ccs": "8.6 5.2"}) and not at_least({})

@@ -2,7 +2,8 @@
 
 Facts come from the log itself (an nvidia-smi header, device lines, collect_env, image tags) and,
 when given, from the host. A signature's variants name the facts they need; the most specific one
-whose facts are known (and whose `when` holds) words the message and the fix.
+whose facts are known (and whose `when` holds) words the message and the fix. A signature's
+`unless` names a condition on those facts that rules its cause out: then it gives no finding.
 """
 
 from __future__ import annotations
@@ -170,6 +171,8 @@ PREDICATES: dict[str, Callable[[Mapping[str, str]], bool]] = {
     "cc_7_5": lambda ctx: (7, 5) in _ccs(ctx),
     "cc_above_7_5": lambda ctx: bool(_ccs(ctx)) and min(_ccs(ctx)) > (7, 5),
     "cc_below_8_0": lambda ctx: bool(_ccs(ctx)) and min(_ccs(ctx)) < (8, 0),
+    "cc_below_7_0": lambda ctx: bool(_ccs(ctx)) and min(_ccs(ctx)) < (7, 0),
+    "cc_at_least_7_0": lambda ctx: bool(_ccs(ctx)) and min(_ccs(ctx)) >= (7, 0),
 }
 
 
@@ -205,6 +208,8 @@ def diagnose(scan: Scan, host: HostFacts | None = None) -> list[Diagnosis]:
     for hit in scan.hits.values():
         evidence_text = text + "\n" + "\n".join(line for _, line in hit.evidence)
         ctx = context(facts, hit.groups, evidence_text)
+        if hit.signature.unless is not None and PREDICATES[hit.signature.unless](ctx):
+            continue
         variant = _variant(hit, ctx)
         rule = registry.rule(
             (variant.rule if variant and variant.rule else None) or hit.signature.rule

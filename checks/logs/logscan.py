@@ -103,6 +103,7 @@ ANCHORS = (
     b"Unable to dynamically load",  # the same panic in later cudarc releases
     b"nvcuda.dll",  # the driver's DLL, named by Windows' "procedure entry point" refusal
     b"src/backend/cuda/",  # ArrayFire's "In file src/backend/cuda/jit.cpp:342" before a CU error
+    b"=> not found",  # ldd's and ntldd's line for a library the loader cannot find, no error word
 )
 # Lines worth handing to the fact parsers: they name drivers, GPUs, versions and images (and
 # ggml_cuda_init's "found N CUDA devices", which its device-line parser needs).
@@ -159,6 +160,7 @@ class Signature:
     window: int = 0
     variants: tuple[Variant, ...] = ()
     explains: tuple[str, ...] = ()
+    unless: str | None = None
 
 
 @dataclass
@@ -208,6 +210,7 @@ def signatures() -> tuple[Signature, ...]:
                         for v in raw.get("variant", ())
                     ),
                     explains=tuple(raw.get("explains", ())),
+                    unless=raw.get("unless"),
                 )
             )
     check_explains(out)
