@@ -109,13 +109,49 @@ def _spaced(match: re.Match[str]) -> str:
     return f"{match.group(1)} {match.group(2)}{suffix}"
 
 
+_MARKS = str.maketrans({"\u2122": " ", "\u00ae": " "})  # ™ and ®, as product pages print them
+
+
 def lookup(name: str | None) -> GpuModel | None:
     """The first catalogue entry matching a GPU name, or None; a series run into its number
-    ("rtx3090", "RTX 3060Ti") reads as NVIDIA spells it."""
+    ("rtx3090", "RTX 3060Ti") reads as NVIDIA spells it, and trademark signs are left out
+    ("GeForce RTX\u2122 3080")."""
     if not name or not name.strip():
         return None
-    text = _JOINED.sub(_spaced, " ".join(name.split()))
+    text = _JOINED.sub(_spaced, " ".join(name.translate(_MARKS).split()))
     return next((model for model in catalogue() if model.matches(text)), None)
+
+
+# A name nvidia-smi's table cut inside a GeForce or Quadro RTX model number, one digit short of
+# its four ("GeForce RTX 208..."): NVIDIA's numbers fix the generation in their first digits.
+_CUT_NUMBER = re.compile(r"(?:NVIDIA )?(?:GeForce (?:RTX|GTX|GT)|Quadro RTX) \d{3}")
+# What may follow a model number in a GPU's name, as the driver names the boards.
+_CUT_TAILS = (
+    "",
+    " Ti",
+    " SUPER",
+    " Ti SUPER",
+    " D",
+    " D v2",
+    " Laptop GPU",
+    " Ti Laptop GPU",
+    " with Max-Q Design",
+    " Ti with Max-Q Design",
+    "M",
+)
+
+
+@functools.cache
+def cut_capability(start: str) -> str | None:
+    """The compute capability of a GPU whose name nvidia-smi cut short, where every catalogue
+    model the cut number can be has the same one ("GeForce RTX 208" is 7.5: RTX 2080, 2080 SUPER
+    and 2080 Ti); None where they differ or the cut is elsewhere ("NVIDIA GeForce")."""
+    start = " ".join(start.split())
+    if _CUT_NUMBER.fullmatch(start) is None:
+        return None
+    found = {lookup(f"{start}{digit}{tail}") for digit in "0123456789" for tail in _CUT_TAILS}
+    capabilities = {model.compute_capability for model in found if model is not None}
+    return capabilities.pop() if len(capabilities) == 1 else None
 
 
 # Models NVIDIA tells apart by their memory, the size part of the name as the driver and pci.ids

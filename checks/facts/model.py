@@ -363,9 +363,13 @@ def _merge_lists(mine: list[Any], theirs: list[Any]) -> list[Any]:
         return mine + [item for item in theirs if item not in mine]
     by_key = {item.key(): item for item in mine if item.key() is not None}
     out = list(mine)
+    taken: list[Gpu] = []  # GPUs of `mine` a GPU of `theirs` known by its name alone folded into
+    kept: dict[str, str] = {}  # a model's words -> the name its fold kept
     for item in theirs:
         match = by_key.get(item.key()) if item.key() is not None else None
-        if match is None and isinstance(item, Gpu):
+        if match is None and isinstance(item, Gpu) and item.key() is None:
+            match = _fold(mine, out, item, taken)
+        elif match is None and isinstance(item, Gpu):
             match = _same_gpu(out, item)
         if match is None:
             out.append(item)
@@ -375,6 +379,11 @@ def _merge_lists(mine: list[Any], theirs: list[Any]) -> list[Any]:
             merge(match, item)
             if isinstance(item, Gpu) and _cut_from(match.name, item.name):
                 match.name = item.name  # the whole name, where the first output cut it short
+            if isinstance(item, Gpu) and match.key() is None and match.name and item.name:
+                kept[_words(item.name)] = match.name
+    for item in out[len(mine) :]:
+        if isinstance(item, Gpu) and item.key() is None and item.name:
+            item.name = kept.get(_words(item.name), item.name)  # one spelling for the model
     return out
 
 
@@ -433,6 +442,31 @@ def _same_gpu(gpus: list[Any], gpu: Gpu) -> Gpu | None:
     if gpu.index is None:
         return next((g for g in gpus if _only_index(g)), None)
     return None
+
+
+def _fold(mine: list[Any], out: list[Any], gpu: Gpu, taken: list[Gpu]) -> Gpu | None:
+    """The GPU of `mine` that `gpu`, known by its name alone, is: one known by its name alone under
+    the same model's words ("NVIDIA GeForce RTX 5090" in a warning, "2x RTX 5090" in a list),
+    else one `_same_gpu` finds; each GPU of `mine` takes at most one of another output's, so a
+    count ("2x") is never folded into fewer GPUs."""
+    free = [g for g in mine if isinstance(g, Gpu) and not any(g is t for t in taken)]
+    words = _words(gpu.name) if gpu.name else None
+    match = next((g for g in free if g.key() is None and g.name and _words(g.name) == words), None)
+    match = match or _same_gpu(out, gpu)
+    if match is None or not any(match is g for g in free):
+        return None
+    taken.append(match)
+    return match
+
+
+_VENDOR_WORDS = re.compile(r"^(?:(?:NVIDIA|GeForce)\s+)+", re.IGNORECASE)
+
+
+def _words(name: str) -> str:
+    """A GPU name's model words, lower-cased, without NVIDIA's words before them and marks:
+    "NVIDIA GeForce RTX\u2122 5090" and "rtx 5090" are both "rtx 5090"."""
+    plain = " ".join(name.replace("\u2122", " ").replace("\u00ae", " ").split())
+    return _VENDOR_WORDS.sub("", plain).lower()
 
 
 def _bare(name: str | None) -> str | None:

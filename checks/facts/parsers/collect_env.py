@@ -44,10 +44,14 @@ _OWN_KEY = re.compile(
 )
 _ARCHS = re.compile(r"^[^\S\n]*CUDA Archs: ([^;\n]*)", re.MULTILINE)
 _LINE_BREAK = re.compile("\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")  # str.splitlines' breaks
+# PyTorch's "NAME with CUDA capability sm_120 is not compatible with the current PyTorch
+# installation.", also as people retype it: indented, in lower case, "capabilities"
+# (HaoKang-Timmy/LatencySensitiveBench#19), wrapped after "the" (sp-uhh/sgmse#17). The name must
+# be an NVIDIA GPU's; a page's address ("...-with-cuda-capability-sm-86-...") never matches.
 _INCOMPATIBLE = re.compile(
-    r"^(?P<name>\S.*?) with CUDA capability sm_(?P<sm>\d+) is not compatible with the current"
-    r" PyTorch installation",
-    re.MULTILINE,
+    r"^[ \t]{0,8}(?P<name>\S.*?) with CUDA capabilit(?:y|ies) sm_(?P<sm>\d+) is not compatible"
+    r" with the\b",
+    re.MULTILINE | re.IGNORECASE,
 )
 # The warning's last sentence (torch/cuda/__init__.py), which a paste may keep alone: "If you want
 # to use the NVIDIA GeForce RTX 5070 Ti GPU with PyTorch, please check the instructions at ...".
@@ -172,12 +176,17 @@ def _incompatible(facts: HostFacts, text: str) -> None:
     found: list[tuple[str, str | None, int | None]] = [
         (name, _capability(m.group("sm")), None)
         for m in _INCOMPATIBLE.finditer(text)
-        if (name := _warned_name(m.group("name")))
+        if (name := _warned_name(m.group("name"))) and is_nvidia(name)
     ]
     found += _too_old(text)
     named = {name for name, _, _ in found}
+    models = {lookup(name) for name in named} - {None}
     wanted = [m.group("name") for m in _WANT_TO_USE.finditer(text)]
-    found += [(name, None, None) for name in dict.fromkeys(wanted) if name not in named]
+    found += [
+        (name, None, None)
+        for name in dict.fromkeys(wanted)
+        if name not in named and lookup(name) not in models  # the same GPU's next sentence
+    ]
     for name, capability, index in found:
         same = [g for g in facts.gpus if _same(g, name, index)]
         for gpu in same:

@@ -55,7 +55,7 @@ from checks.facts.parsers import Format, clinfo
 from checks.facts.probe import Probe
 
 _LINE = re.compile(
-    r"^[ \t]{0,8}(?:[-*+][ \t]{1,4}|-(?=[A-Za-z]))?(?:\*\*)?"
+    r"^[ \t]{0,8}(?:[-*+][ \t]{1,4}|-(?=[A-Za-z])|\d{1,2}[.)][ \t]{1,4})?(?:\*\*)?"
     r"([A-Za-z][A-Za-z/-]{0,20}(?:\(s\))?(?: [A-Za-z/-]{1,20}(?:\(s\))?){0,4}"
     r"|\u8bbe\u5907\u540d\u79f0)"
     r"(?:\*\*)?[ \t]{0,2}(?::(?:\*\*)?[ \t]{1,8}|\uff1a(?:\*\*)?[ \t]{0,8})([^\n]{1,300})$",
@@ -87,7 +87,9 @@ _DRIVER_KEYS = {
     "nv driver",
     "nv driver version",
 }
-_CUDA_KEYS = {"cuda version"}
+# The driver's CUDA: nvidia-smi's key, and the CUDA driver's version under its own name ("CUDA
+# DRIVER: 12.6", XuehaiPan/nvitop#168); a bare "CUDA: 12.8" may be the toolkit's.
+_CUDA_KEYS = {"cuda version", "cuda driver", "cuda driver version"}
 # GPU keys that may stand alone: ones that say GPU ("Device:" or "Hardware:" alone may be anything),
 # and a benchmark's "Device Name" (never paired: its "CUDA Version" beside it may be torch's).
 _LONE_GPU_KEYS = {
@@ -100,10 +102,20 @@ _LONE_GPU_KEYS = {
     "device name",
     "the name(s) of gpu card",
 }
-# An issue form's field: "### Label", blank lines, the answer on a line of its own.
+# An issue form's field: "### Label" (or a question, "### What GPU / hardware type are you
+# using?"), blank lines, the answer on a line of its own.
 _HEADING = re.compile(
-    r"^#{2,4}[ \t]{1,4}([A-Za-z][A-Za-z /-]{0,40})\n(?:[ \t]{0,8}\n){1,2}[ \t]{0,8}([^\n]{1,300})$",
+    r"^#{2,4}[ \t]{1,4}([A-Za-z][A-Za-z /-]{0,40}|[A-Za-z][A-Za-z /()'-]{0,80}\?)[ \t]*\n"
+    r"(?:[ \t]{0,8}\n){1,2}[ \t]{0,8}([^\n]{1,300})$",
     re.MULTILINE,
+)
+# A form's question about the writer's own GPU, whose answer stands for a GPU key ("What GPU are
+# you using?", LykosAI/StabilityMatrix's "What GPU / hardware type are you using?"); one about a
+# driver, a wish or a plan ("Which GPU would you like supported?") is no such question.
+_GPU_QUESTION = re.compile(
+    r"(?:what|which)\b(?=.*\b(?:gpus?|graphics card|video card)\b)"
+    r"(?=.*\b(?:you|your)\b)(?!.*\b(?:driver|would|like|want|should|plan|recommend|support"
+    r"|buy|need)\w*\b).*\?",
 )
 # A bold label on a line of its own, the answer on the next one: "**Hardware**" over "NVIDIA
 # GeForce RTX 3060, with proprietary drivers.".
@@ -249,6 +261,8 @@ def _headings(text: str) -> HostFacts:
     facts = HostFacts()
     for found in [*_HEADING.finditer(text), *_BOLD_HEADING.finditer(text)]:
         key = " ".join(found.group(1).lower().split())
+        if key.endswith("?"):
+            key = "gpu" if _GPU_QUESTION.fullmatch(key) else ""
         value = found.group(2).strip(_TRIM).rstrip(".")  # "515.43.04." ends a sentence
         hardware = key in _HARDWARE_KEYS and _COUNT.fullmatch(value) is not None
         if (key in _LONE_GPU_KEYS or hardware) and not facts.gpus:

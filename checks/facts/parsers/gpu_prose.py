@@ -6,13 +6,16 @@ NVIDIA-developer-blog/code-samples#20, lmstudio-ai/lmstudio-bug-tracker#1186):
     ... to leverage my NVIDIA GeForce RTX 2050 GPU, but the application is not utilizing CUDA
     ... to test our GPU nodes, where each node has 4xP100 devices.
     GPU rtx 5060 Ti 16gb not detected by LM Studio, see screenshot.
+    Seems nvitop could not well detect jetson orin nano platform.
 
 Prose also names GPUs people want, compare or had, so the read is strict: the name follows "my"
 ("my GPU is a ..."; "our" may be a maintainer's), a count after "has" or "have" ("has 4xP100"),
-or is the subject of "not detected" (no one reports that a GPU they lack goes unseen); the
+or is the subject of "not detected" or the object of a tool that "could not detect" it
+(XuehaiPan/nvitop#168; no one reports that a GPU they lack goes unseen); the
 catalogue knows it (a bare "RTX 5000" may be three boards); its sentence words no wish, plan,
-comparison, alternative or past ("I want", "next", "or", "than", "old"); and every such mention
-names one model. It is a fallback: a tool's list of GPUs, anywhere in the text, wins.
+comparison, alternative or past ("I want", "next", "or", "than", "old") outside the mention's own
+words; and every such mention names one model. It is a fallback: a tool's list of GPUs, anywhere
+in the text, wins.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ _NAME = (
     r"(?:(?:NVIDIA|GeForce|Tesla|Quadro)[ ]){0,3}"
     r"(?:(?:RTX|GTX|GTS|GT|MX)[ -]?\d{3,4}(?:[ ]?(?:Ti|SUPER))?"
     r"|RTX[ ](?-i:A|PRO[ ])\d{3,4}|TITAN[ ](?:RTX|Xp|X|V)"
-    r"|(?-i:GB\d{2,3}|GH200|[ABHKLPTV]\d{1,3}S?))"
+    r"|(?-i:GB\d{2,3}|GH200|[ABHKLPTV]\d{1,3}S?)"
+    r"|Jetson[ ](?:AGX[ ])?(?:Orin|Xavier|Thor|Nano|TX[12])(?:[ ](?:Nano|NX))?)"
     r"(?:[ ](?:Laptop[ ]GPU|Laptop|Mobile))?(?![\w-])"
 )
 _COUNT = r"(?:(\d{1,2})[ ]?[x\u00d7][ ]?)"
@@ -44,6 +48,13 @@ _HAS = re.compile(rf"\b(?:has|have)[ ]{{1,4}}{_COUNT}({_NAME})", re.IGNORECASE)
 _UNSEEN = re.compile(
     rf"(?<![\w-])()({_NAME})(?:[ ]{{1,4}}\d{{1,3}}[ ]?GB)?[ ]{{1,4}}(?:(?:is|was)[ ]{{1,4}})?"
     r"not[ ]{1,4}(?:being[ ]{1,4})?(?:detected|recogni[sz]ed|found|used|utili[sz]ed)\b",
+    re.IGNORECASE,
+)
+# A tool that fails to see the GPU: "could not (well) detect NAME", "can't detect my NAME".
+_UNDETECTED = re.compile(
+    r"\b(?:can(?:not|'t|[ ]not)|could(?:n't|[ ]not)|does(?:n't|[ ]not)|did(?:n't|[ ]not)"
+    r"|fails?[ ]to)[ ]{1,4}(?:[a-z]{2,12}[ ]{1,4})?(?:detect|recogni[sz]e)[ ]{1,4}"
+    rf"(?:(?:my|the|our)[ ]{{1,4}})?()({_NAME})",
     re.IGNORECASE,
 )
 _WISH = re.compile(
@@ -67,13 +78,19 @@ def _sentence(text: str, start: int, end: int) -> str:
     return text[max(starts, default=low) : min(ends, default=high)]
 
 
+def _around(text: str, start: int, end: int) -> str:
+    """The sentence around text[start:end] without that mention's own words."""
+    sentence = _sentence(text, start, end)
+    return sentence.replace(text[start:end], " ", 1)
+
+
 def _mentions(text: str) -> list[tuple[int, str]]:
     """(count, name) of each wish-free mention the catalogue knows, in order."""
     found: list[tuple[int, int, str]] = []
-    for pattern in (_MINE, _HAS, _UNSEEN):
+    for pattern in (_MINE, _HAS, _UNSEEN, _UNDETECTED):
         for match in pattern.finditer(text):
             name = match.group(2)
-            if gpus.lookup(name) is None or _WISH.search(_sentence(text, *match.span())):
+            if gpus.lookup(name) is None or _WISH.search(_around(text, *match.span())):
                 continue
             found.append((match.start(), int(match.group(1) or 1), name))
     return [(count, name) for _, count, name in sorted(found)]

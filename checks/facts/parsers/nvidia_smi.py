@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 
 from checks.facts import nvml
-from checks.facts.gpus import normalise_architecture
+from checks.facts.gpus import cut_capability, normalise_architecture
 from checks.facts.model import Gpu, HostFacts, merge
 from checks.facts.parsers import Format
 from checks.facts.probe import Probe
@@ -208,6 +208,20 @@ def _table_name(raw: str) -> str | None:
     return _name(name)
 
 
+def _table_gpu(index: int, raw: str, pm: str, bus: str) -> Gpu:
+    """A GPU row's GPU; a name the table cut short ("GeForce RTX 208...") carries the compute
+    capability every catalogue model it can be shares."""
+    name = _table_name(raw)
+    cut = name is not None and raw.rstrip().endswith(("...", "…"))
+    return Gpu(
+        index=index,
+        name=name,
+        pci_bus_id=bus or None,
+        persistence_mode=_mode(pm),
+        compute_capability=cut_capability(name) if cut and name else None,
+    )
+
+
 @_safe
 def parse_table(text: str) -> HostFacts:
     """The default `nvidia-smi` table: driver and CUDA from the header, one Gpu per GPU row."""
@@ -223,13 +237,7 @@ def parse_table(text: str) -> HostFacts:
             continue
         row = _table_row(line)
         if row is not None:
-            index, name, pm, bus = row
-            current = Gpu(
-                index=index,
-                name=_table_name(name),
-                pci_bus_id=bus or None,
-                persistence_mode=_mode(pm),
-            )
+            current = _table_gpu(*row)
             facts.gpus.append(current)
             continue
         if current is None:
@@ -247,9 +255,7 @@ def parse_table(text: str) -> HostFacts:
             current.mig_mode = _mode(mig.group(1))
     cut = _cut_row(lines) if any(_TABLE_COLUMNS.match(line) for line in lines) else None
     if cut is not None:
-        facts.gpus.append(
-            Gpu(index=cut[0], name=_table_name(cut[1]), persistence_mode=_mode(cut[2]))
-        )
+        facts.gpus.append(_table_gpu(cut[0], cut[1], cut[2], ""))
     return facts
 
 
