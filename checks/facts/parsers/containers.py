@@ -31,6 +31,18 @@ _CLI_SELECTING = re.compile(
     r"\.so\.(\d{3}\.\d{1,3}(?:\.\d{1,3})?)[ \t]*$",
     re.MULTILINE,
 )
+# Its GSP firmware lookup names the folder after the driver version NVML reported
+# (lookup_firmwares: NV_FIRMWARE_PATH "/lib/firmware/nvidia/%s" of nvrm_version), found or not:
+# "W0630 12:21:27.181579 124864 nvc_info.c:347] missing firmware path
+# /lib/firmware/nvidia/460.91.03" (NVIDIA/nvidia-container-toolkit#251), ".../535.183.01/gsp*.bin"
+# under a driver root (#671), "I0721 ... nvc_info.c:343] listing firmware path
+# /usr/lib/firmware/nvidia/515.48.07/gsp.bin" (NVIDIA/k8s-device-plugin#324).
+_CLI_FIRMWARE = re.compile(
+    r"^[ \t]{0,8}[IW]\d{4} \d\d:\d\d:\d\d\.\d{1,6} {1,4}\d{1,10} nvc_info\.c:\d{1,5}\]"
+    r" (?:missing|listing) firmware path /\S{0,400}?/firmware/nvidia/(\d{3}\.\d{1,3}(?:\.\d{1,3})?)"
+    r"(?:/[\w*.-]{1,64})?[ \t]*$",
+    re.MULTILINE,
+)
 _HOOK = re.compile(r"^runtime-hook: (\S.*)$", re.MULTILINE)
 # `docker info | grep -i runtime` keeps only these lines of `docker info`, indented by one blank.
 _RUNTIMES = re.compile(r"^[ \t]{0,4}Runtimes:((?:[ \t]{1,4}[\w.-]{1,100}){1,20})[ \t]*$", re.M)
@@ -251,13 +263,16 @@ def parse_container_cli_info(text: str) -> HostFacts:
 
 
 def _selected_driver(text: str) -> str | None:
-    """The one driver version nvidia-container-cli's selected libraries agree on, or None."""
+    """The one driver version nvidia-container-cli's selected libraries and firmware path agree
+    on, or None."""
     found = {version for folder, version in _CLI_SELECTING.findall(text) if "compat" not in folder}
+    found.update(_CLI_FIRMWARE.findall(text))
     return found.pop() if len(found) == 1 else None
 
 
 def parse_container_cli_debug(text: str) -> HostFacts:
-    """`nvidia-container-cli -d` debug lines: the driver from its libraries' file names."""
+    """`nvidia-container-cli -d` debug lines: the driver from its libraries' file names and its
+    firmware path."""
     facts = HostFacts()
     facts.driver.version = _selected_driver(text)
     return facts

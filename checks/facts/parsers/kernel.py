@@ -1,10 +1,11 @@
-"""The NVIDIA kernel module: loaded version and flavour, modules, Secure Boot, persistenced."""
+"""The NVIDIA kernel module: loaded version and flavour, modules, Secure Boot, persistenced, and
+the GPUs its messages name."""
 
 from __future__ import annotations
 
 import re
 
-from checks.facts.model import HostFacts
+from checks.facts.model import Gpu, HostFacts
 from checks.facts.parsers import Format, sections
 from checks.facts.probe import Probe
 
@@ -30,6 +31,16 @@ _MISMATCH = re.compile(
     r"^NVRM: API mismatch: the client(?: '[^']{0,255}')?(?: \(pid \d{1,10}\))?"
     r" has the version (?P<client>\d{2,4}\.\d{1,3}(?:\.\d{1,3})?),"
     r" but this kernel module has the version (?P<module>\d{2,4}\.\d{1,3}(?:\.\d{1,3})?)\."
+)
+# The kernel names each GPU by its PCI domain, bus and device and by its UUID the first time it
+# reports an error for it (RC's "NVRM: GPU at PCI:%04x:%02x:%02x: %s" before its first Xid), in
+# dmesg, the journal or syslog, after whatever prefix they put first:
+# "[Wed Jul 31 23:14:18 2024] NVRM: GPU at PCI:0000:00:05: GPU-efbdfde9-5798-a6e7-4c46-12518fa15375"
+# (akash-network/support#244). The GPU is PCI function 0 of that device.
+_GPU_AT_PCI = re.compile(
+    r"NVRM: GPU at PCI:([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}): "
+    r"(GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})[ \t]*$",
+    re.MULTILINE,
 )
 _PROC_MODULE = re.compile(r"^(\w+) \d+ \d+ \S+ (?:Live|Loading|Unloading)\b", re.MULTILINE)
 _LSMOD_HEADER = re.compile(r"^Module\s+Size\s+Used by\s*$", re.MULTILINE)
@@ -114,6 +125,18 @@ def parse_api_mismatch(text: str) -> HostFacts:
     if match is not None:
         facts.driver.version = match.group("client")
         facts.driver.kernel_module_version = match.group("module")
+    return facts
+
+
+def parse_gpu_at_pci(text: str) -> HostFacts:
+    """The kernel's "NVRM: GPU at PCI:..." lines: one GPU, without a name, per bus id."""
+    facts = HostFacts()
+    seen: set[str] = set()
+    for bus, uuid in _GPU_AT_PCI.findall(text):
+        bus_id = f"{bus}.0"
+        if bus_id.lower() not in seen:
+            seen.add(bus_id.lower())
+            facts.gpus.append(Gpu(pci_bus_id=bus_id, uuid=uuid))
     return facts
 
 
@@ -225,6 +248,10 @@ def detect_api_mismatch(text: str) -> bool:
     return _api_mismatch(text) is not None
 
 
+def detect_gpu_at_pci(text: str) -> bool:
+    return _GPU_AT_PCI.search(text) is not None
+
+
 def detect_modules(text: str) -> bool:
     return _LSMOD_HEADER.search(text) is not None or len(_PROC_MODULE.findall(text)) >= 2
 
@@ -244,6 +271,7 @@ def detect_secure_boot(text: str) -> bool:
 FORMATS = [
     Format("nvidia-proc-version", detect_proc_version, parse_proc_version),
     Format("nvrm-api-mismatch", detect_api_mismatch, parse_api_mismatch),
+    Format("nvrm-gpu-at-pci", detect_gpu_at_pci, parse_gpu_at_pci),
     Format("lsmod", detect_modules, parse_modules),
     Format("modinfo-nvidia", detect_modinfo, parse_modinfo),
     Format("modinfo-f-version", detect_modinfo_f_version, parse_modinfo_f_version),

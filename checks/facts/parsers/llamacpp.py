@@ -44,6 +44,18 @@ _BUS = re.compile(r"(?:[0-9A-Fa-f]{4,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-F
 _SYSTEM_INFO = re.compile(r"^system_info: ([^\n]*)", re.MULTILINE)
 # "build: 9535 (da87e9b61) with cc ..." in logs; "version: 9535 (da87e9b61)" from --version.
 _BUILD = re.compile(r"^(?:build|version): (\d+) \(([0-9a-f]{6,40}|unknown)\)", re.MULTILINE)
+# Until "build:" replaced it in 2024, each program printed its own name, then its compiler on the
+# next line (ggml-org/llama.cpp#6184): "main: build = 2477 (f9c7ba34)" / "main: built with cc".
+_OLD_BUILD = re.compile(
+    r"^[\w-]{1,40}: build = (\d+) \(([0-9a-f]{6,40}|unknown)\)[ \t]*\n[\w-]{1,40}: built with ",
+    re.MULTILINE,
+)
+# A CUDA build that found no device says so, in the words of 2023 (ggml_init_cublas) or 2024
+# (ggml_cuda_init), in a log or quoted in a sentence: the build has CUDA; how many GPUs the host
+# has is not said (the runtime also says it when it cannot start).
+_NO_DEVICES = re.compile(
+    r"(?<![\w-])(?:ggml_cuda_init|ggml_init_cublas): no CUDA devices found, CUDA will be disabled"
+)
 # Since the versioned releases: "version: 0.4.1-dev (build 10991, commit 930e2fa59)".
 _RELEASE = re.compile(
     r"^version: \S+ \(build (\d+), commit ([0-9a-f]{6,40}|unknown)\)", re.MULTILINE
@@ -180,12 +192,12 @@ def _using_device(line: str) -> tuple[int, str, str | None] | None:
 
 def _build(text: str) -> LlamaCppBuild:
     build = LlamaCppBuild()
-    version = _BUILD.search(text) or _RELEASE.search(text)
+    version = _BUILD.search(text) or _RELEASE.search(text) or _OLD_BUILD.search(text)
     if version is not None and version.group(2) != "unknown":
         build.version, build.commit = version.group(1), version.group(2)
     elif version is not None and version.group(1) != "0":
         build.version = version.group(1)
-    if _CUDA_INIT.search(text):
+    if _CUDA_INIT.search(text) or _NO_DEVICES.search(text):
         build.cuda = True
     info = _SYSTEM_INFO.search(text)
     if info is not None:
@@ -243,6 +255,8 @@ def detect_llamacpp(text: str) -> bool:
         or re.search(r"^GGML_CUDA:BOOL=", text, re.MULTILINE) is not None
         or re.search(r"^version: \d+ \([0-9a-f]{6,40}\)", text, re.MULTILINE) is not None
         or _RELEASE.search(text) is not None
+        or _OLD_BUILD.search(text) is not None
+        or _NO_DEVICES.search(text) is not None
         or bool(_hardware(text))
     )
 
