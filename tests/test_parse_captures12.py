@@ -81,6 +81,7 @@ def test_what_may_be_two_gpus_stays_two() -> None:
         ("GeForce GTX 950M", "5.0"),
         ("NVIDIA GeForce GTX 850M", "5.0"),
         ("GeForce 940M", "5.0"),
+        ("GeForce 940MX", "5.0"),  # 5.0 on both its chips (tensorflow/tensorflow#46449, #42052)
         ("GeForce GTX 960", "5.2"),  # the desktop part
         ("GRID V100D-8C", "7.0"),
         ("GRID V100DX-32Q", "7.0"),
@@ -94,9 +95,7 @@ def test_the_catalogue_knows_mobile_maxwell_and_v100_vgpu_types(name: str, capab
     assert model is not None and model.compute_capability == capability
 
 
-@pytest.mark.parametrize(
-    "name", ["GeForce GTX 860M", "GeForce 940MX", "GeForce 920M", "GRID A100D-80C"]
-)
+@pytest.mark.parametrize("name", ["GeForce GTX 860M", "GeForce 920M", "GRID A100D-80C"])
 def test_parts_the_catalogue_cannot_tell_stay_unknown(name: str) -> None:
     assert gpus.lookup(name) is None
 

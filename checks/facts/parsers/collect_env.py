@@ -76,12 +76,13 @@ _TORCH_PATH = re.compile(r"^(/\S+/(?:site|dist)-packages)/torch/", re.MULTILINE)
 _UNKNOWN = ("", "Could not collect", "N/A", "No CUDA", "None", "Not Set")
 # PyTorch's old bug-report template, copied by many projects, as people fill it in:
 # " - GPU models and configuration: GeForce RTX 2070, driver 450.102.04" (pytorch/pytorch#51840).
-# Only a catalogued GeForce, Quadro, Tesla or TITAN name before the first comma is read as the
-# GPU, and "driver X.Y[.Z]" after it as the driver: what else people write there stays unread.
+# Only a catalogued GeForce, Quadro, Tesla or TITAN name, or one after "NVIDIA" ("NVIDIA 940MX",
+# pytorch/pytorch#6098), before the first comma is read as the GPU, and "driver X.Y[.Z]" after it
+# as the driver: what else people write there stays unread.
 _TEMPLATE_GPU = re.compile(
     r"^[ \t]{0,4}[-*][ \t]{1,4}GPU models and configuration:[ \t]*([^,\n]*)(,[^\n]*)?$", re.M
 )
-_TEMPLATE_NAME = re.compile(r"(?:NVIDIA )?(?:GeForce|Quadro|Tesla|TITAN) [\w -]{1,40}")
+_TEMPLATE_NAME = re.compile(r"NVIDIA [\w -]{1,40}|(?:GeForce|Quadro|Tesla|TITAN) [\w -]{1,40}")
 _TEMPLATE_DRIVER = re.compile(r"(?:^|[\s,])driver:? (\d{3}\.\d{1,3}(?:\.\d{1,3})?)(?![\d.])")
 
 

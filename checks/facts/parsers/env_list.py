@@ -42,7 +42,9 @@ GitHub issue forms render each field as a heading with the answer as its own par
 A GPU or driver heading counts alone when its answer, the next non-blank line, is a valid value:
 a driver NNN.NN[.NN], a GPU the catalogue knows; "_No response_" is no answer. A bold label on a
 line of its own ("**GPU**") is a heading too, and a "Hardware" heading counts when its answer
-opens with an NVIDIA GPU's name (lmstudio-ai/lmstudio-bug-tracker#1051).
+opens with an NVIDIA GPU's name (lmstudio-ai/lmstudio-bug-tracker#1051). open-gpu-kernel-modules'
+"### Hardware: GPU" counts when its answer opens with a name the catalogue knows, typed by hand
+("Nvidia pro 6000 blackwell max-q workstation", NVIDIA/open-gpu-kernel-modules#949).
 """
 
 from __future__ import annotations
@@ -105,7 +107,7 @@ _LONE_GPU_KEYS = {
 # An issue form's field: "### Label" (or a question, "### What GPU / hardware type are you
 # using?"), blank lines, the answer on a line of its own.
 _HEADING = re.compile(
-    r"^#{2,4}[ \t]{1,4}([A-Za-z][A-Za-z /-]{0,40}|[A-Za-z][A-Za-z /()'-]{0,80}\?)[ \t]*\n"
+    r"^#{2,4}[ \t]{1,4}([A-Za-z][A-Za-z /:-]{0,40}|[A-Za-z][A-Za-z /()'-]{0,80}\?)[ \t]*\n"
     r"(?:[ \t]{0,8}\n){1,2}[ \t]{0,8}([^\n]{1,300})$",
     re.MULTILINE,
 )
@@ -126,6 +128,15 @@ _BOLD_HEADING = re.compile(
 )
 # A heading that says hardware counts when its answer opens with an NVIDIA GPU's name.
 _HARDWARE_KEYS = {"hardware"}
+# A form's field for the writer's GPU, answered in the writer's words: open-gpu-kernel-modules'
+# "### Hardware: GPU" ("rtx5090", NVIDIA/open-gpu-kernel-modules#888). The answer must open with
+# the name ("Nvidia pro 6000 blackwell max-q workstation", #949), not a sentence ("Its a RTX 2060
+# from GIGABYTE, ...", #265); one pasted from a tool is that tool's parser's: `nvidia-smi -L`'s
+# "GPU 0: NAME (UUID: ...)" (#433), lspci's "NVIDIA Corporation GB203M / GN22 [...] [10de:2c18]"
+# (#935).
+_FORM_GPU_KEYS = {"hardware: gpu"}
+_FORM_NAME = re.compile(r"(?:NVIDIA|GeForce|Quadro|Tesla|TITAN|RTX|GTX|Jetson|[A-Z]{0,3}\d)", re.I)
+_TOOL_ANSWER = re.compile(r"GPU \d{1,2}:|[^\n]*?(?:\bCorporation\b|\[10de:)", re.IGNORECASE)
 # Words of a requirement or a wish, not of a GPU someone has: "RTX 4090 or better".
 _WISH = re.compile(
     r"\b(?:or|and|better|higher|above|newer|later|minimum|min|required|requires?|recommended"
@@ -256,6 +267,11 @@ def _driver(value: str) -> tuple[str | None, str | None]:
     return driver.group(1), (cuda.group(1) or cuda.group(2)) if cuda else None
 
 
+def _form_answer(value: str) -> bool:
+    """Whether a form's GPU answer opens with a GPU's name in the writer's words."""
+    return _FORM_NAME.match(value) is not None and _TOOL_ANSWER.match(value) is None
+
+
 def _headings(text: str) -> HostFacts:
     """The GPUs and driver an issue form's headings answer."""
     facts = HostFacts()
@@ -265,7 +281,8 @@ def _headings(text: str) -> HostFacts:
             key = "gpu" if _GPU_QUESTION.fullmatch(key) else ""
         value = found.group(2).strip(_TRIM).rstrip(".")  # "515.43.04." ends a sentence
         hardware = key in _HARDWARE_KEYS and _COUNT.fullmatch(value) is not None
-        if (key in _LONE_GPU_KEYS or hardware) and not facts.gpus:
+        form = key in _FORM_GPU_KEYS and _form_answer(value)
+        if (key in _LONE_GPU_KEYS or hardware or form) and not facts.gpus:
             facts.gpus = _known_gpus(value)
         elif key in _DRIVER_KEYS and facts.driver.version is None:
             facts.driver.version, facts.driver.cuda_version = _driver(value)

@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 
 from checks.facts import nvml
-from checks.facts.gpus import cut_capability, normalise_architecture
+from checks.facts.gpus import NAME_START, cut_capability, lookup, normalise_architecture
 from checks.facts.model import Gpu, HostFacts, merge
 from checks.facts.parsers import Format
 from checks.facts.probe import Probe
@@ -154,6 +154,10 @@ _TABLE_MEMORY = re.compile(r"(?<!\d)(\d+)\s*MiB\s*/\s*(\d+)\s*MiB")
 _TABLE_MIG = re.compile(r"^\|[\s|]*\|\s*(Enabled|Disabled|N/A)\s*\|\s*$")
 _TABLE_SMI = re.compile(r"NVIDIA-SMI\s+\d+\.\d+")
 _TABLE_COLUMNS = re.compile(r"^\|\s*GPU\s+Name\s+.*Bus-Id", re.M)
+# The header's line retyped with the GPU's name alone on the next line, as a name cell reads
+# (" NVIDIA A100-PCIE-40GB", NVIDIA/nvidia-container-toolkit#115): words that open with a capital
+# or a digit, or "with" ("GeForce GTX 1080 with Max-Q Design"); a sentence is no name.
+_HEADER_NAME = re.compile(rf"{NAME_START}(?: (?:[A-Z0-9][\w-]*|with)){{1,8}}")
 
 
 def _table_row(line: str) -> tuple[int, str, str, str] | None:
@@ -224,13 +228,19 @@ def _table_gpu(index: int, raw: str, pm: str, bus: str) -> Gpu:
 
 @_safe
 def parse_table(text: str) -> HostFacts:
-    """The default `nvidia-smi` table: driver and CUDA from the header, one Gpu per GPU row."""
+    """The default `nvidia-smi` table: driver and CUDA from the header, one Gpu per GPU row; with
+    no row, a catalogued GPU's name alone on the line after the header."""
     facts = HostFacts()
     lines = _lines(text)
     shows_mig = any("MIG M." in line for line in lines)
     current: Gpu | None = None
+    named: list[str] = []  # names alone on the line after a header
+    after_header = False
     for line in lines:
         header = _TABLE_HEADER.search(line)
+        if after_header and header is None and _header_name(line):
+            named.append(line.strip())
+        after_header = header is not None
         if header is not None:
             facts.driver.version = facts.driver.version or _version(header.group("driver"))
             facts.driver.cuda_version = facts.driver.cuda_version or _version(header.group("cuda"))
@@ -256,7 +266,15 @@ def parse_table(text: str) -> HostFacts:
     cut = _cut_row(lines) if any(_TABLE_COLUMNS.match(line) for line in lines) else None
     if cut is not None:
         facts.gpus.append(_table_gpu(cut[0], cut[1], cut[2], ""))
+    if not facts.gpus and named:
+        facts.gpus = [Gpu(name=named[0])]
     return facts
+
+
+def _header_name(line: str) -> bool:
+    """Whether a line is a GPU's name alone, one the catalogue knows."""
+    name = line.strip()
+    return _HEADER_NAME.fullmatch(name) is not None and lookup(name) is not None
 
 
 # --- --query-gpu CSV -----------------------------------------------------------------------------
