@@ -18,6 +18,7 @@ from rich.text import Text
 
 from checks.facts.model import HostFacts
 from checks.matrix.engine import Finding
+from checks.matrix.host import gpus_looked_for
 from checks.matrix.registry import Rule, area_title
 from checks.reporting.fleet import FleetHost, FleetReport, SharedFinding
 from checks.reporting.report import ImageVerdict, Report
@@ -117,7 +118,7 @@ def facts(f: HostFacts, redacted: bool = False) -> None:
             _v(g.pci_bus_id),
             _v(g.mig_mode),
         )
-    out.print(gpus if f.gpus else "[bold]GPUs:[/bold] none found")
+    out.print(gpus if f.gpus else f"[bold]GPUs:[/bold] {_no_gpus(f)}")
     toolkits = [
         (t.path or "nvcc", Text.assemble(_v(t.version), " (", _v(t.source), ")"))
         for t in f.toolkits
@@ -343,6 +344,11 @@ def fleet(r: FleetReport, redacted: bool = False) -> None:
     )
 
 
+def _no_gpus(facts: HostFacts) -> str:
+    """'none found' where NVML or nvidia-smi looked; 'none named' where only captures were read."""
+    return "none found" if gpus_looked_for(facts) else "none named in what was read"
+
+
 def _fleet_host(out: Console, host: FleetHost) -> None:
     f = host.facts
     assert f is not None
@@ -350,7 +356,7 @@ def _fleet_host(out: Console, host: FleetHost) -> None:
     driver = f.driver.version or f.driver.kernel_module_version
     nvcc = ", ".join(t.version or "?" for t in f.toolkits) or "none"
     out.print(
-        f"  GPUs: {_m(gpus or 'none found')}  driver: {_m(driver or 'unknown')} "
+        f"  GPUs: {_m(gpus or _no_gpus(f))}  driver: {_m(driver or 'unknown')} "
         f"(CUDA {_m(f.driver.cuda_version or 'unknown')})  nvcc: {_m(nvcc)}"
     )
     if host.findings:

@@ -123,3 +123,25 @@ def test_gpu_table_keeps_every_column_and_says_when_nvidia_smi_ran() -> None:
     assert re.search(r"nvidia-smi error +none\b", result.stdout)
     pasted = run("check", "--from", str(recorded / "nvsmi_table__h100-vm_580.159.04.txt"))
     assert re.search(r"nvidia-smi error +unknown\b", pasted.stdout)
+
+
+_NO_GPU_NAMED = (
+    FIXTURES / "corpus" / "captures" / ("nvc_info_debug_firmware_path__nct-251_460.91.03.txt")
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("No devices were found\n", "GPUs: none found"),
+        (_NO_GPU_NAMED.read_text(), "GPUs: none named in what was read"),
+    ],
+    ids=["nvidia-smi-no-devices", "nvc-debug-lines"],
+)
+def test_no_gpu_is_found_only_where_nvidia_smi_looked(tmp_path: Path, text: str, said: str) -> None:
+    """nvidia-smi's own "No devices were found" is no GPU; a capture that names none is unknown."""
+    path = tmp_path / "capture.txt"
+    path.write_text(text)
+    result = run("check", "--from", str(path))
+    assert result.exit_code in (0, 1), result.output
+    assert said in result.stdout

@@ -22,11 +22,13 @@ from checks.facts.model import (
 )
 from checks.matrix import images, registry, toolkits
 from checks.matrix.host import (
+    GPU_PROBES,
     cuda_users,
     gpu_label,
     gpus_with_cc,
     host_driver,
     host_driver_cuda,
+    is_jetson,
     llamacpp_label,
     nvidia_module_loaded,
     requirement_met,
@@ -38,7 +40,6 @@ Match = dict[str, str]
 Evaluator = Callable[[HostFacts, Mapping[str, Any]], Iterator[Match]]
 EVALUATORS: dict[str, Evaluator] = {}
 # The probes that list GPUs: NVML in-process, else nvidia-smi.
-_GPU_PROBES = ("nvml", "nvidia-smi")
 
 
 def evaluator(func: Evaluator) -> Evaluator:
@@ -100,7 +101,7 @@ def driver_loaded_without_gpu(facts: HostFacts, params: Mapping[str, Any]) -> It
     failures += [f"NVML: {drv.nvml_error}"] if drv.nvml_error else []
     if failures:
         yield {"subject": "NVIDIA driver", "module": module, "detail": "; ".join(failures)}
-    elif any(p.name in _GPU_PROBES and p.status == "ok" for p in facts.probes):
+    elif any(p.name in GPU_PROBES and p.status == "ok" for p in facts.probes):
         yield {"subject": "NVIDIA driver", "module": module, "case": "no_devices"}
 
 
@@ -198,13 +199,13 @@ def no_gpu(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
     reasons = [
         f"{probe.name}: {probe.detail or probe.status}"
         for probe in facts.probes
-        if probe.name in _GPU_PROBES and probe.status != "ok"
+        if probe.name in GPU_PROBES and probe.status != "ok"
     ]
     if facts.driver.smi_error:
         reasons.append(f"nvidia-smi: {facts.driver.smi_error}")
     if reasons:
         yield {"subject": "host", "detail": "; ".join(reasons)}
-    elif any(p.name in _GPU_PROBES for p in facts.probes):
+    elif any(p.name in GPU_PROBES for p in facts.probes):
         yield {"subject": "host", "case": "no_devices"}
 
 
@@ -370,6 +371,10 @@ def _torch_remedy(cc: tuple[int, int], driver_cuda: Version | None) -> Match:
 
 @evaluator
 def torch_arch_coverage(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
+    """A torch wheel without kernels for a GPU. Not on a Jetson: its wheels are NVIDIA's Jetson or
+    aarch64 builds that tables/torch_wheels.toml does not describe, nor its fixes name."""
+    if is_jetson(facts):
+        return
     for package in facts.python:
         cuda = versions.release(package.cuda_version) or versions.torch_cuda(package.version)
         if package.name != "torch" or package.version is None or cuda is None:

@@ -10,9 +10,29 @@ from checks import coverage, versions
 from checks.facts.model import Gpu, HostFacts, LlamaCppBuild, PythonPackage, Toolkit
 from checks.matrix import registry, require_cuda
 
+GPU_PROBES = ("nvml", "nvidia-smi")
+
+
+def gpus_looked_for(facts: HostFacts) -> bool:
+    """Whether NVML or nvidia-smi was asked for GPUs (it ran, failed, or its error was read), so an
+    empty GPU list means none was found; from a capture that names no GPU, nothing is known."""
+    return bool(facts.driver.smi_error) or any(p.name in GPU_PROBES for p in facts.probes)
+
+
+def is_jetson(facts: HostFacts) -> bool:
+    """Whether the host is a Jetson: every GPU listed is a Jetson's integrated GPU, or none is
+    listed and a Jetson Linux (L4T) or JetPack release was read."""
+    if facts.gpus:
+        return all(registry.jetson_integrated(g.name) for g in facts.gpus)
+    return bool(facts.system.l4t_release or facts.system.jetpack_release)
+
 
 def host_driver(facts: HostFacts) -> tuple[str, versions.DriverVersion] | None:
-    """The host driver version: userspace first, else the loaded kernel module."""
+    """The host driver version: userspace first, else the loaded kernel module. None on a Jetson,
+    whose driver is part of its L4T release: its number (540.4.0 runs CUDA 12.6) is no desktop
+    driver branch, so no desktop driver minimum applies to it."""
+    if is_jetson(facts):
+        return None
     for text in (facts.driver.version, facts.driver.kernel_module_version):
         version = versions.driver(text)
         if text and version is not None:

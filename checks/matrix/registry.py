@@ -212,3 +212,35 @@ def torch_wheel_for(
 
 def torch_index_url(wheel: dict[str, Any]) -> str:
     return "https://download.pytorch.org/whl/cu" + str(wheel["cuda"]).replace(".", "")
+
+
+@functools.cache
+def _jetson_gpu_names() -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(p, re.IGNORECASE) for p in table("jetson")["integrated_gpu"])
+
+
+def jetson_integrated(name: str | None) -> bool:
+    """Whether a GPU name is a Jetson's integrated GPU, as tables/jetson.toml spells them."""
+    return bool(name) and any(p.search(name or "") for p in _jetson_gpu_names())
+
+
+def _is_l4t(entry: str, l4t: str) -> bool:
+    """Whether L4T release `l4t` (36.4.3) is the table's `entry`: "36.4", or a whole major "35"."""
+    return l4t == entry or l4t.startswith(entry + ".")
+
+
+def jetson_release(l4t: str | None, jetpack: str | None) -> dict[str, Any] | None:
+    """What tables/jetson.toml says of a Jetson: the row of its L4T release (36.4.3), else of its
+    JetPack name (6.2) when no L4T release was read, over its family's fields (the family's
+    `name` as "family_name"); None when neither is in the table."""
+    data = table("jetson")
+    if l4t:
+        row = next((r for r in data["release"] if any(_is_l4t(e, l4t) for e in r["l4t"])), None)
+    elif jetpack:
+        row = next((r for r in data["release"] if jetpack in r["jetpack"]), None)
+    else:
+        row = None
+    if row is None:
+        return None
+    family = data["family"][row["family"]]
+    return {**family, "family_name": family["name"], **row}

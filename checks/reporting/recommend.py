@@ -4,12 +4,17 @@ Each recommendation names the rules and tables that drove it, so it can be check
 nvcc is recommended only when checks.matrix.toolkits calls it good, the same test the rules apply.
 While the driver is installed but broken, every recommendation waits for it: what the GPUs need is
 unknown, and the host is never taken for one without a GPU.
+
+On a Jetson the L4T release decides (tables/jetson.toml): the CUDA its JetPack ships, NVIDIA's
+Jetson PyTorch and vLLM builds for it, never a desktop driver, index or image; unknown while the
+L4T release is.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import Any
 
 from packaging.version import Version
 
@@ -17,9 +22,17 @@ from checks import coverage
 from checks.facts.model import Driver, HostFacts
 from checks.matrix import engine, evaluators, registry, toolkits
 from checks.matrix.engine import Finding
-from checks.matrix.host import gpus_with_cc, host_driver, host_driver_cuda, toolkit_label
+from checks.matrix.host import (
+    gpus_looked_for,
+    gpus_with_cc,
+    host_driver,
+    host_driver_cuda,
+    is_jetson,
+    toolkit_label,
+)
 
 WAIT_FOR_DRIVER = "unknown until the driver works"
+JETSON_BASIS = ("table:jetson",)
 
 # The installed toolkits good for the host's GPUs and driver: what the gate may build with.
 good_toolkits = toolkits.good_toolkits
@@ -65,10 +78,40 @@ def _unknown_cc(facts: HostFacts) -> bool:
     return any(coverage.cc_tuple(g.compute_capability) is None for g in facts.gpus)
 
 
+def _without_gpus(topic: str, value: str, detail: str, facts: HostFacts) -> Recommendation:
+    """The CPU-only advice where NVML or nvidia-smi found no GPU; unknown where nothing looked
+    (a capture that names no GPU says nothing of the host's GPUs)."""
+    if gpus_looked_for(facts):
+        return Recommendation(topic, value, detail, ("GPU-001",))
+    return Recommendation(topic, "unknown", "no GPU named in what was read", ())
+
+
+def _unnamed_jetson(facts: HostFacts) -> bool:
+    """A Jetson known by its L4T or JetPack release alone: its GPU is there, but not named."""
+    return not facts.gpus and is_jetson(facts)
+
+
+def _jetson(facts: HostFacts) -> tuple[dict[str, Any] | None, str]:
+    """The Jetson table's row for this board and how to name it ("L4T 36.4.3, JetPack 6.2"), or
+    None and why the table says nothing."""
+    system = facts.system
+    row = registry.jetson_release(system.l4t_release, system.jetpack_release)
+    if row is None:
+        if system.l4t_release:
+            return None, f"L4T {system.l4t_release} is not in the Jetson table"
+        if system.jetpack_release:
+            return None, f"JetPack {system.jetpack_release} is not in the Jetson table"
+        return None, "L4T release not read (cat /etc/nv_tegra_release tells it)"
+    names = [f"L4T {system.l4t_release}"] if system.l4t_release else []
+    names.append(f"JetPack {system.jetpack_release or row['family_name'].split()[-1]}")
+    return row, ", ".join(names)
+
+
 def cuda_architectures(facts: HostFacts) -> list[str] | None:
-    """CMAKE_CUDA_ARCHITECTURES entries for this host's GPUs; [] without a GPU, None if unknown.
-    [] also while a broken driver hides the GPUs: ask broken_driver first."""
-    if _unknown_cc(facts):
+    """CMAKE_CUDA_ARCHITECTURES entries for this host's GPUs; [] without a GPU, None if unknown
+    (as on a Jetson whose module is not named). [] also while a broken driver hides the GPUs: ask
+    broken_driver first."""
+    if _unknown_cc(facts) or _unnamed_jetson(facts):
         return None
     archs = []
     for major, minor in _ccs(facts):
@@ -81,10 +124,11 @@ def llama_cpp_flags(facts: HostFacts) -> Recommendation:
     topic = "llama.cpp CMake flags"
     if fault := broken_driver(facts):
         return _wait_for_driver(topic, fault)
+    if _unnamed_jetson(facts):
+        detail = "a Jetson whose module is not named: its GPU's compute capability is unknown"
+        return Recommendation(topic, "unknown", detail, ("table:archs", *JETSON_BASIS))
     if not facts.gpus:
-        return Recommendation(
-            topic, "-DGGML_CUDA=OFF", "no NVIDIA GPU found: build CPU-only", ("GPU-001",)
-        )
+        return _without_gpus(topic, "-DGGML_CUDA=OFF", "no NVIDIA GPU found: build CPU-only", facts)
     archs = cuda_architectures(facts)
     if archs is None:
         return Recommendation(
@@ -158,29 +202,60 @@ def _with_older_gcc(facts: HostFacts) -> _Choice | None:
     return _Choice(chosen.release, False, detail, chosen.basis | {"BUILD-004"})
 
 
+def _installed_good(facts: HostFacts) -> str:
+    installed = good_toolkits(facts)
+    return (
+        f"; installed and good: {', '.join(toolkit_label(t) for t in installed)}"
+        if installed
+        else ""
+    )
+
+
+def _jetson_nvcc(facts: HostFacts, topic: str) -> Recommendation:
+    """The CUDA of the board's JetPack: it comes with its L4T release, never a desktop one."""
+    row, name = _jetson(facts)
+    if row is None:
+        reported = facts.driver.cuda_version
+        detail = f"{name}; a Jetson's CUDA comes with its JetPack" + (
+            f" (the driver reports CUDA {reported})" if reported else ""
+        )
+        return Recommendation(topic, "unknown", detail + _installed_good(facts), JETSON_BASIS)
+    detail = (
+        f"the CUDA of {name}: it comes with JetPack (SDK Manager or the nvidia-jetpack packages),"
+        f" not NVIDIA's desktop installers; {row['cuda_note']}"
+    )
+    return Recommendation(
+        topic, f"CUDA {row['cuda']}", detail + _installed_good(facts), JETSON_BASIS
+    )
+
+
 def nvcc(facts: HostFacts) -> Recommendation:
     topic = "CUDA toolkit (nvcc) for building"
     if fault := broken_driver(facts):
         return _wait_for_driver(topic, fault)
+    if is_jetson(facts):
+        return _jetson_nvcc(facts, topic)
     if not facts.gpus:
-        return Recommendation(topic, "none needed", "CPU-only build", ("GPU-001",))
+        return _without_gpus(topic, "none needed", "CPU-only build", facts)
     if _unknown_cc(facts):
         return Recommendation(topic, "unknown", "GPU compute capability unknown", ("table:archs",))
     choice = _choose(facts)
     if choice is None:
         return Recommendation(topic, "none", "no CUDA release builds for all these GPUs", ())
-    detail = choice.detail
-    installed = good_toolkits(facts)
-    if installed:
-        detail += f"; installed and good: {', '.join(toolkit_label(t) for t in installed)}"
+    detail = choice.detail + _installed_good(facts)
     return Recommendation(topic, f"CUDA {choice.release}", detail, tuple(sorted(choice.basis)))
 
 
 def build_release(facts: HostFacts) -> str:
     """The CUDA release to install for building llama.cpp here ("12.9.1"): the recommended one,
-    only when it is good on this host as it is; else why there is none, in words."""
+    only when it is good on this host as it is; else why there is none, in words (on a Jetson,
+    whose CUDA comes with JetPack, always)."""
     rec = nvcc(facts)
-    choice = _choose(facts) if rec.value.startswith("CUDA ") else None
+    if not rec.value.startswith("CUDA "):
+        return f"{rec.value} ({rec.detail})"
+    if is_jetson(facts):
+        return f"none to install on a Jetson: {rec.value} ({rec.detail})"
+    choice = _choose(facts)
     if choice is None:
         return f"{rec.value} ({rec.detail})"
     if not choice.good:
@@ -188,12 +263,22 @@ def build_release(facts: HostFacts) -> str:
     return str(choice.release)
 
 
+def _jetson_pick(facts: HostFacts, topic: str, key: str, unknown: str) -> Recommendation:
+    """The Jetson table's `key` ("torch", "vllm") for this board, with its note; else unknown."""
+    row, name = _jetson(facts)
+    if row is None:
+        return Recommendation(topic, "unknown", f"{name}: {unknown}", JETSON_BASIS)
+    return Recommendation(topic, row[key], f"{name}: {row[key + '_note']}", JETSON_BASIS)
+
+
 def vllm_image(facts: HostFacts) -> Recommendation:
     topic = "vLLM image family"
     if fault := broken_driver(facts):
         return _wait_for_driver(topic, fault)
+    if is_jetson(facts):
+        return _jetson_pick(facts, topic, "vllm", "a Jetson runs the vLLM build of its JetPack")
     if not facts.gpus:
-        return Recommendation(topic, "none", "no NVIDIA GPU found", ("GPU-001",))
+        return _without_gpus(topic, "none", "no NVIDIA GPU found", facts)
     driver_cuda = host_driver_cuda(facts)
     if driver_cuda is None:
         return Recommendation(topic, "unknown", "driver version unknown", ("table:vllm_images",))
@@ -212,10 +297,11 @@ def torch_index(facts: HostFacts) -> Recommendation:
     topic = "PyTorch wheel index"
     if fault := broken_driver(facts):
         return _wait_for_driver(topic, fault)
+    if is_jetson(facts):
+        return _jetson_pick(facts, topic, "torch", "a Jetson takes the PyTorch of its JetPack")
     if not facts.gpus:
-        return Recommendation(
-            topic, "https://download.pytorch.org/whl/cpu", "no NVIDIA GPU found", ("GPU-001",)
-        )
+        cpu = "https://download.pytorch.org/whl/cpu"
+        return _without_gpus(topic, cpu, "no NVIDIA GPU found", facts)
     if _unknown_cc(facts):
         return Recommendation(topic, "unknown", "GPU compute capability unknown", ("table:torch",))
     basis = ("table:torch_wheels", "ARCH-001", "ARCH-003")
