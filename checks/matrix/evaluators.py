@@ -25,6 +25,7 @@ from checks.matrix.host import (
     GPU_PROBES,
     cuda_users,
     gpu_label,
+    gpus_looked_for,
     gpus_with_cc,
     host_driver,
     host_driver_cuda,
@@ -194,7 +195,7 @@ def driver_broken(facts: HostFacts) -> bool:
 
 @evaluator
 def no_gpu(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
-    if facts.gpus or driver_broken(facts):
+    if facts.gpus or driver_broken(facts) or not gpus_looked_for(facts):
         return
     reasons = [
         f"{probe.name}: {probe.detail or probe.status}"
@@ -205,7 +206,7 @@ def no_gpu(facts: HostFacts, params: Mapping[str, Any]) -> Iterator[Match]:
         reasons.append(f"nvidia-smi: {facts.driver.smi_error}")
     if reasons:
         yield {"subject": "host", "detail": "; ".join(reasons)}
-    elif any(p.name in GPU_PROBES for p in facts.probes):
+    else:
         yield {"subject": "host", "case": "no_devices"}
 
 
