@@ -163,8 +163,7 @@ def test_a_bold_label_over_its_answer_is_a_heading(name: str, gpu: str, driver: 
         "\n\n**GPU**\nPlease write the particular model of NVIDIA GPU you are using.\n",
         # lmstudio-ai/lmstudio-bug-tracker#1186: questions, not labels
         "**What is the bug?**\nGPU rtx 5060 Ti 16gb not detected by LM Studio, see screenshot.\n",
-        # ggml-org/llama.cpp's form: "Hardware" answered with two GPUs, or no NVIDIA name first
-        "### Hardware\n\nTesla P40 + 3090\n",
+        # ggml-org/llama.cpp's form: "Hardware" answered with two machines' GPUs, or a label
         "### Hardware\n\nA100, 3090\n",
         "### Hardware\n\nCard name: NVIDIA Quadro P2000\n",
     ],

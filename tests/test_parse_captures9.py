@@ -202,6 +202,10 @@ def test_banners_that_name_no_single_gpu_stay_unread(text: str) -> None:
         ("Running cuda-toolkit-12.8, driver 570.124.04, open.\n", "570.124.04"),
         ("- Debian 12 x86_64\n- NVIDIA drivers 570.144\n- Geforce RTX 5060 Ti\n", "570.144"),
         ("card1 is a Quadro P4000\nnVidia v550.142\nCUDA 12.4\n", "550.142"),
+        # a lone key line, the list's one fact (nanopool/ewbf-miner#7, Syllo/nvtop#186)
+        ("Driver Version: 570.124.06\n", "570.124.06"),
+        ("Nvidia Driver: 381.22 (Ubuntu 16)\nCUDA Version: 8.0.61\n", "381.22"),
+        ("Nvdia driver version- 525.60.11\nOs- Pop! OS 22.04 LTS x86_64\n", "525.60.11"),
     ],
 )
 def test_a_driver_named_in_a_sentence_is_read(text: str, driver: str) -> None:
@@ -223,7 +227,10 @@ def test_a_driver_named_in_a_sentence_is_read(text: str, driver: str) -> None:
         "driver 570.124.06 took 345.67 s\n",  # another driver-shaped number
         "nvidia-driver-570 installed\n",  # a package, no version
         "NVIDIA-SMI 570.124.06\n",  # nvidia-smi's own, its parser's
-        "Driver Version: 570.124.06\n",  # a key, not prose
+        "Minimum driver version: 570.124.06\n",
+        "Driver: 570.86 or later\n",
+        "Driver Version                            : 570.124.06\n",  # nvidia-smi -q's, its own
+        "nvidia-driver-570.86-1.el9.x86_64\n",  # a package file
         "libnvidia 570.124.06\n",
         "driver 5701.24\n",
         "driver 57.124\n",

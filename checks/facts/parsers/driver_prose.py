@@ -9,11 +9,14 @@ NVIDIA/libnvidia-container#241):
     nVidia v550.142
     Driver version 581.57 . GPU is detected in Windows
     Transcoding is not working with driver version `550.54.14`
+    Nvidia Driver: 381.22 (Ubuntu 16)
+    Nvdia driver version- 525.60.11
 
 Prose also names drivers people need, had, removed or will install ("requires driver 570.86 or
 later", "upgraded from 550.54 to 570.124", "the latest driver is 575.64"), so the read is strict:
-the word driver(s), driver version or NVIDIA right before an NNN.NN[.NN] version, the version
-right before driver(s) ("Install 550.100 drivers"), or "driver is [version]"
+the word driver(s), driver version (each maybe with a ":", "-" or "=" after it, the one fact of
+a lone line: Syllo/nvtop#186, nanopool/ewbf-miner#7) or NVIDIA right before an NNN.NN[.NN]
+version, the version right before driver(s) ("Install 550.100 drivers"), or "driver is [version]"
 (NVIDIA-developer-blog/code-samples#20: "The nvidia driver is version 418.40.04"), no wording of
 a requirement, a change, a removal or an install still to come on that line (a step that says it
 "Installed ... NVIDIA driver version 571.96" did it, ggml-org/whisper.cpp#2857), and exactly one
@@ -39,8 +42,8 @@ _VERSION = r"[3-9]\d{2}\.\d{2,3}(?:\.\d{2,3})?"
 # "driver 570.124.04", "NVIDIA drivers 570.144", "driver is version 418.40.04", or the version
 # before the word: "Install 550.100 drivers" (hyprwm/Hyprland#7016).
 _NAMED = re.compile(
-    r"(?<![\w.-])(?:(?:[Dd]rivers?(?:[ \t][Vv]ersion)?(?:[ \t]is(?:[ \t][Vv]ersion)?)?|NVIDIA"
-    rf"|[Nn][Vv]idia)[ \t]`?v?(?P<after>{_VERSION})(?!\w|\.\w)"
+    r"(?<![\w.-])(?:(?:[Dd]rivers?(?:[ \t][Vv]ersion)?(?:[ \t]is(?:[ \t][Vv]ersion)?)?"
+    rf"(?:[ \t]?[:=-])?|NVIDIA|[Nn][Vv]idia)[ \t]`?v?(?P<after>{_VERSION})(?!\w|\.\w)"
     rf"|(?P<before>{_VERSION})[ \t](?:NVIDIA[ \t]|[Nn]vidia[ \t])?[Dd]rivers?\b"
     r"(?![ \t]*[Vv]ersion))"  # not nvidia-smi's "NVIDIA-SMI 545.46  Driver Version: 546.80"
 )

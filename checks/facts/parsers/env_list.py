@@ -45,6 +45,10 @@ line of its own ("**GPU**") is a heading too, and a "Hardware" heading counts wh
 opens with an NVIDIA GPU's name (lmstudio-ai/lmstudio-bug-tracker#1051). open-gpu-kernel-modules'
 "### Hardware: GPU" counts when its answer opens with a name the catalogue knows, typed by hand
 ("Nvidia pro 6000 blackwell max-q workstation", NVIDIA/open-gpu-kernel-modules#949).
+llama.cpp's "### Hardware" answer joins the machine's parts with " + " ("Ryzen 5 2600 + MSI 1660
+Ti Ventus 6GB OC", "Tesla P40 + 3090"): each part that opens with a GPU's name counts, and there a
+GeForce number may stand alone ("3090", "2x 4090"); a part that lists GPUs between commas ("A100,
+3090") lists machines and counts for nothing.
 """
 
 from __future__ import annotations
@@ -180,6 +184,18 @@ _TRAILING_DRIVER = re.compile(r"\(?(\d{3}\.\d{2}(?:\.\d{2})?|\d{3}\.\d{3}\.\d{2}
 _TRIM = "`*_ \t"
 # A value that opens with a markdown link: "[572.75](https://...572.75.exe)" reads as its text.
 _LINK = re.compile(r"\[([^\[\]\n]{1,100})\]\([^()\s]{1,500}\)")
+# A hardware answer names the machine's parts joined by " + " ("Ryzen 5 2600 + MSI 1660 Ti
+# Ventus 6GB OC", ggml-org/llama.cpp#28018; "Tesla P40 + 3090", #11401; "AMD EPYC 7773X + 2x RTX
+# 3090 TI", #11200), and there a GeForce number may stand alone, after a board maker's name.
+_PARTS = re.compile(r"[ \t]\+[ \t]")
+_LABEL = re.compile(r"[:;\uff1a]")
+_COUNT_FIRST = re.compile(rf"(?:\d{{1,2}}{_TIMES})?")
+_BOARD_MAKERS = r"MSI|ASUS|Gigabyte|EVGA|Zotac|PNY|Palit|Gainward|Inno3D|Colorful|Galax|KFA2"
+_GEFORCE_NUMBER = re.compile(
+    rf"(?:(\d{{1,2}}){_TIMES})?((?:(?:{_BOARD_MAKERS})[ \t])?"
+    r"(10[5-8]0|16[3-6]0|20[6-8]0|30[5-9]0|40[6-9]0|50[5-9]0)(?:[ \t]?(Ti|SUPER))?\b.*)",
+    re.IGNORECASE,
+)
 
 
 def _unlinked(value: str) -> str:
@@ -256,6 +272,55 @@ def _known_gpus(value: str) -> list[Gpu]:
     return found if all(gpus.lookup(gpu.name) for gpu in found) else []
 
 
+def _geforce_number(part: str) -> list[Gpu]:
+    """A hardware part that is a GeForce model number alone ("3090", "2x 3090", "MSI 1660 Ti
+    Ventus"), as GPUs with the capability of the model the number is; else none."""
+    found = _GEFORCE_NUMBER.fullmatch(part)
+    if found is None:
+        return []
+    series = "GTX" if found.group(3)[:2] in ("10", "16") else "RTX"
+    suffix = f" {found.group(4)}" if found.group(4) else ""
+    model = gpus.lookup(f"{series} {found.group(3)}{suffix}")
+    end = _name_end(found.group(2))
+    name = found.group(2)[: end.start() if end else None].strip(_TRIM)
+    count = int(found.group(1) or 1)
+    if model is None or not 0 < count <= 16:
+        return []
+    return [Gpu(name=name, compute_capability=model.compute_capability) for _ in range(count)]
+
+
+def _part_gpus(part: str) -> list[Gpu]:
+    """The GPUs one part of a hardware answer names: a GPU's name first (after a count), one the
+    catalogue knows, or a GeForce number alone. A part that names GPUs in more than one of its
+    comma pieces lists machines, not one machine's GPUs ("A100, 3090", llama.cpp#15589), and a
+    label ("Card name: ...") is the tool's it came from: both are left alone."""
+    if _LABEL.search(part):
+        return []
+    named = [
+        found
+        for piece in part.split(",")
+        if (found := _form_gpus(piece.strip(_TRIM)) or _geforce_number(piece.strip(_TRIM)))
+    ]
+    return named[0] if len(named) == 1 else []
+
+
+def _form_gpus(piece: str) -> list[Gpu]:
+    """The GPUs of a piece that opens with a GPU's name ("2x RTX 3090", "A100"), never a system's
+    ("Dgx Spark")."""
+    counted = _COUNT_FIRST.match(piece)
+    start = counted.end() if counted else 0
+    return _known_gpus(piece) if _FORM_NAME.match(piece, start) else []
+
+
+def _hardware_gpus(value: str) -> list[Gpu]:
+    """The GPUs of a hardware answer, from each part joined by " + "; none when a part words a
+    requirement ("RTX 3060+")."""
+    parts = [part.strip(_TRIM) for part in _PARTS.split(value)]
+    if any(_WISH.search(part) for part in parts):
+        return []
+    return [gpu for part in parts for gpu in _part_gpus(part)]
+
+
 def _driver(value: str) -> tuple[str | None, str | None]:
     """(driver, the driver's CUDA) at the start of a driver line's value, after the name of its
     branch ("NSD 616.56", keylase/nvidia-patch#1110)."""
@@ -280,9 +345,10 @@ def _headings(text: str) -> HostFacts:
         if key.endswith("?"):
             key = "gpu" if _GPU_QUESTION.fullmatch(key) else ""
         value = found.group(2).strip(_TRIM).rstrip(".")  # "515.43.04." ends a sentence
-        hardware = key in _HARDWARE_KEYS and _COUNT.fullmatch(value) is not None
         form = key in _FORM_GPU_KEYS and _form_answer(value)
-        if (key in _LONE_GPU_KEYS or hardware or form) and not facts.gpus:
+        if key in _HARDWARE_KEYS and not facts.gpus:
+            facts.gpus = _hardware_gpus(value)
+        elif (key in _LONE_GPU_KEYS or form) and not facts.gpus:
             facts.gpus = _known_gpus(value)
         elif key in _DRIVER_KEYS and facts.driver.version is None:
             facts.driver.version, facts.driver.cuda_version = _driver(value)
