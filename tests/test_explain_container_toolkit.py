@@ -1,9 +1,11 @@
-"""The container toolkit's ldcache failures name their own fix, and its driver failure reads as a
-Windows-side fault only where the log shows WSL."""
+"""The container toolkit's ldcache failures name their own fix, its driver failure reads as a
+Windows-side fault only where the log shows WSL, and enroot's hook failing after libnvidia-container
+1.17.7 dropped its flags is that regression, not the refusal it caused."""
 
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pytest
 
@@ -76,3 +78,47 @@ def test_without_wsl_the_driver_failure_stays_native(before: bytes) -> None:
     top = _top(before + RPC)
     assert (top.signature, top.rule) == ("ctk-driver-rpc-error", "CTR-018")
     assert "persistence" in top.fix
+
+
+SIGNATURES = Path(__file__).parent / "fixtures" / "signatures"
+EBPF_LINE = next(
+    line
+    for line in (SIGNATURES / "ctk-ebpf-device-filter-refused" / "match_gpustack_debian12.log")
+    .read_bytes()
+    .splitlines()
+    if b"bpf_prog_query" in line
+)
+CALL = b"bpf_prog_query(BPF_CGROUP_DEVICE) failed"
+
+
+def _file(folder: str, name: str) -> list[explain.Diagnosis]:
+    with (SIGNATURES / folder / name).open("rb") as stream:
+        return explain.diagnose(logscan.scan(stream))
+
+
+@pytest.mark.parametrize("cut", range(len(CALL)))
+def test_an_ebpf_refusal_hard_wrapped_inside_the_call_is_still_read(cut: int) -> None:
+    """A paste wrapped at any point of "bpf_prog_query(BPF_CGROUP_DEVICE) failed"."""
+    at = EBPF_LINE.index(CALL) + cut
+    wrapped = EBPF_LINE[:at] + b"\n" + EBPF_LINE[at:] + b"\n"
+    assert "ctk-ebpf-device-filter-refused" in logscan.scan(io.BytesIO(wrapped)).hits
+
+
+def test_enroot_hook_refused_after_its_flags_were_dropped_is_the_1177_regression() -> None:
+    found = _file("ctk-1177-regression", "match_pyxis_devices_allow_arm64.log")
+    top = found[0]
+    assert (top.signature, top.rule) == ("ctk-1177-regression", "CTR-026")
+    assert "1.17.8" in top.fix and "1.17.6" in top.fix
+    assert "rootless-cgroups" in [d.signature for d in found[1:]]
+
+
+def test_dockers_own_hook_refused_by_ebpf_is_not_the_1177_regression() -> None:
+    found = _file("ctk-1177-regression", "near_docker_rootful_ebpf.log")
+    assert [d.signature for d in found] == ["ctk-ebpf-device-filter-refused"]
+    assert "1.18" in found[0].fix
+
+
+def test_fabric_manager_socket_refused_to_a_user_names_the_cli_upgrade() -> None:
+    (top,) = _file("ctk-fm-socket-permission", "match_enroot_b200.log")
+    assert (top.signature, top.rule) == ("ctk-fm-socket-permission", "CTR-027")
+    assert "1.17.8" in top.fix and "mode 600" in top.message

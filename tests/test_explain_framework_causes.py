@@ -1,5 +1,6 @@
 """Causes from the Python frameworks around the engines: Triton's kernels on an old driver, a
-CPU-only torch, flash-attn 2 on a pre-Ampere GPU, torch extensions built for another torch."""
+CPU-only torch, flash-attn 2 on a pre-Ampere GPU, torch extensions built for another torch,
+xFormers' FlashAttention-3 off Hopper, a TensorRT release without the GPU's SM, a cut library."""
 
 from __future__ import annotations
 
@@ -85,3 +86,37 @@ def test_cublas_bf16_refusal_needs_a_gpu_without_bf16_gemm() -> None:
     at_least = explain.PREDICATES["cc_at_least_7_0"]
     assert at_least({"ccs": "7.0"}) and at_least({"ccs": "8.6 7.5"})
     assert not at_least({"ccs": "8.6 5.2"}) and not at_least({})
+
+
+SIGNATURES = Path(__file__).parent / "fixtures" / "signatures"
+
+
+def _fixture(folder: str, name: str, gpu: str | None = None) -> list[explain.Diagnosis]:
+    host = from_dict(HostFacts, {"gpus": [{"index": 0, "name": gpu}]}) if gpu else None
+    with (SIGNATURES / folder / name).open("rb") as stream:
+        return explain.diagnose(logscan.scan(stream), host=host)
+
+
+def test_fa3_hopper_kernel_failing_on_a_hopper_is_another_cause() -> None:
+    """Unknown GPU or a Blackwell: the reading; every GPU a Hopper: no finding from it."""
+    name = "match_xformers_0032_sm120_windows.log"
+    for gpu in (None, "NVIDIA GeForce RTX 5090"):
+        top = _fixture("fa3-hopper-kernel-off-hopper", name, gpu)[0]
+        assert (top.signature, top.rule) == ("fa3-hopper-kernel-off-hopper", "ARCH-021")
+        assert "0.0.33" in top.fix
+    assert _fixture("fa3-hopper-kernel-off-hopper", name, "NVIDIA H100 80GB HBM3") == []
+    hopper = explain.PREDICATES["hopper_gpus"]
+    assert hopper({"ccs": "9.0"}) and not hopper({"ccs": "9.0 12.0"}) and not hopper({})
+
+
+def test_tensorrt_refusal_names_the_sm_when_the_release_prints_it() -> None:
+    (named,) = _fixture("tensorrt-release-lacks-gpu-sm", "match_trtllm_v100_sm70.log")
+    assert named.rule == "ARCH-020" and "SM 70" in named.message
+    (older,) = _fixture("tensorrt-release-lacks-gpu-sm", "match_tensorrtx_rtx4090_trt82.log")
+    assert older.rule == "ARCH-020" and "{" not in older.message + older.fix
+
+
+def test_a_cut_library_is_named_in_the_message_and_the_fix() -> None:
+    (top,) = _fixture("shared-lib-truncated", "match_next_swc_published_truncated.log")
+    lib = "test/node_modules/@next/swc-linux-arm64-gnu/next-swc.linux-arm64-gnu.node"
+    assert top.rule == "ARCH-022" and lib in top.message and lib in top.fix

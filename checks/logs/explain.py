@@ -171,8 +171,10 @@ PREDICATES: dict[str, Callable[[Mapping[str, str]], bool]] = {
     "cc_7_5": lambda ctx: (7, 5) in _ccs(ctx),
     "cc_above_7_5": lambda ctx: bool(_ccs(ctx)) and min(_ccs(ctx)) > (7, 5),
     "cc_below_8_0": lambda ctx: bool(_ccs(ctx)) and min(_ccs(ctx)) < (8, 0),
+    "cc_below_7_5": lambda ctx: bool(_ccs(ctx)) and min(_ccs(ctx)) < (7, 5),
     "cc_below_7_0": lambda ctx: bool(_ccs(ctx)) and min(_ccs(ctx)) < (7, 0),
     "cc_at_least_7_0": lambda ctx: bool(_ccs(ctx)) and min(_ccs(ctx)) >= (7, 0),
+    "hopper_gpus": lambda ctx: bool(_ccs(ctx)) and set(_ccs(ctx)) == {(9, 0)},
 }
 
 

@@ -104,6 +104,9 @@ ANCHORS = (
     b"nvcuda.dll",  # the driver's DLL, named by Windows' "procedure entry point" refusal
     b"src/backend/cuda/",  # ArrayFire's "In file src/backend/cuda/jit.cpp:342" before a CU error
     b"=> not found",  # ldd's and ntldd's line for a library the loader cannot find, no error word
+    b"not compiled with CUDA",  # torch's CPU-only assertion, quoted without its AssertionError
+    b"is_sm75 to be true",  # flash-attn 1.x's arch check, quoted without its RuntimeError
+    b"Dynamic LLM libraries",  # ollama's start-up list of runners, an INFO line
 )
 # Lines worth handing to the fact parsers: they name drivers, GPUs, versions and images (and
 # ggml_cuda_init's "found N CUDA devices", which its device-line parser needs).
