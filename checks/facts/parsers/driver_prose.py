@@ -23,6 +23,13 @@ a requirement, a change, a removal or an install still to come on that line (a s
 driver-shaped version in the whole text (any other NNN.NN[.NN] number, anywhere, and nothing is
 read; one inside a file name, "cuda_11.3.1_465.19.01_linux.run", is not driver-shaped).
 
+NVML's "Not Supported" is no wish; an example ("for example", "e.g.", "580.142 (example; attach
+your nvidia-smi output)", nv-morpheus/Morpheus#2328) is one. Where the text holds no driver
+version at all, "driver version NNN" names the branch alone (swc-17/SparseDrive#67: "with NVIDIA
+driver version 535 on Ubuntu 20.04"), when no other number a branch may be follows "driver" or
+"NVIDIA" anywhere, and its sentence is the writer's ("I", "my", "we") and words no wish ("after
+installation" is done).
+
 An install is a step done, not a plan, in the numbered steps someone took to reproduce a problem,
 the list right under "Steps to reproduce", "Repro Steps" or "the steps I followed"
 (NVIDIA/nvidia-docker#1171: "1.disable nouveau and install nvidia driver 440.44";
@@ -55,7 +62,8 @@ _OTHER_WISHES = (
     r"requir|minimum|\bmin\b|at least|or (?:later|newer|higher|above|older|lower|below)|>="
     r"|\bupgrad|\bupdat"
     r"|\bdowngrad|instead of|\bfrom\b[^\n]{0,80}\bto\b|recommend|\bneeds?\b"
-    r"|\bsupport|\bfix|\bbug\b|\bbroke|\bwith\b[^\n]{0,40}\bor\b|\bshould\b|\blatest\b"
+    r"|(?<!not )\bsupport|\bfix|\bbug\b|\bfor example\b|\(example\b|\be\.g\.|\bbroke"
+    r"|\bwith\b[^\n]{0,40}\bor\b|\bshould\b|\blatest\b"
     r"|\bnewest\b|\b(?:un|de)-?install|\bremov|\bpurg|\brevert|\broll(?:ed|ing)? ?back"
 )
 _WISH = re.compile(f"{_INSTALL}|{_OTHER_WISHES}", re.IGNORECASE)
@@ -74,6 +82,20 @@ _REPRO = re.compile(
     re.IGNORECASE,
 )
 _STEPS_BACK = 24  # lines from a step up to the words that open its list
+# A branch alone: "with NVIDIA driver version 535 on Ubuntu 20.04" (swc-17/SparseDrive#67),
+# "Nvidia driver (version 440) is already installed" (ci-for-research/self-hosted-runners#40).
+_BRANCH = re.compile(r"(?<![\w.-])[Dd]river[ \t]\(?[Vv]ersion[ \t]([3-9]\d{2})(?![\w.+]|\.\d)")
+# A number a branch may be within a few words after "driver" or "NVIDIA" ("the nvidia driver
+# version 510 ... (the nvidia driver version is 515)", two machines in Tencent/TPAT#32).
+_OTHER_BRANCH = re.compile(
+    r"\b(?:driver|nvidia)\b[^\n\d]{0,40}(?<![\w.])([3-9]\d{2})(?![\w.])", re.IGNORECASE
+)
+# A branch is read only from the writer's own sentence ("I am ...", "when I run"): a maintainer's
+# "Presently this is Nvidia driver version 510" (GoogleCloudPlatform/compute-gpu-installation#4)
+# names what an installer puts on machines.
+_FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|my|[Ww]e|[Ww]e're|our)\b")
+# The wishes of a branch's sentence; a done installation is no plan ("after installation").
+_BRANCH_WISH = re.compile(rf"\binstall(?!ed\b|ation\b)|{_OTHER_WISHES}", re.IGNORECASE)
 
 
 def _line_start(text: str, pos: int) -> int:
@@ -106,11 +128,33 @@ def _repro_step(text: str, start: int) -> bool:
     return False
 
 
+def _branch(text: str) -> str | None:
+    """The branch "driver version NNN" names, where the text holds no driver version and no other
+    number a branch may be, and that sentence is the writer's and words no wish, plan or change."""
+    named = list(_BRANCH.finditer(text))
+    branches = {m.group(1) for m in named} | set(_OTHER_BRANCH.findall(text))
+    if not named or len(branches) != 1 or _SHAPE.search(text):
+        return None
+    sentence = _sentence(text, named[0].start())
+    mine = _FIRST_PERSON.search(sentence) is not None
+    return named[0].group(1) if mine and _BRANCH_WISH.search(sentence) is None else None
+
+
+def _sentence(text: str, pos: int) -> str:
+    """The sentence of the line at `pos` that holds it: between full stops (". ")."""
+    start = _line_start(text, pos)
+    line = _line(text, pos)
+    begin = line.rfind(". ", 0, pos - start)
+    end = line.find(". ", pos - start)
+    return line[begin + 1 if begin >= 0 else 0 : end if end >= 0 else len(line)]
+
+
 def parse_driver_prose(text: str) -> HostFacts:
     """The driver a sentence names, when the guards hold; else nothing."""
     facts = HostFacts()
     named = _NAMED.search(text)
     if named is None:
+        facts.driver.version = _branch(text)
         return facts
     version = named.group("after") or named.group("before")
     if {m.group(1) for m in _SHAPE.finditer(text)} != {version}:

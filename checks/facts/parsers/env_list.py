@@ -13,19 +13,19 @@ answers by hand (XuehaiPan/nvitop#208):
 
 Only known keys count, each with a strict value shape: a GPU is an NVIDIA name or one the GPU
 catalogue knows ("L20", "rtx3090"), cut before a comma, a bracket, an aside in italics or its
-memory, unless NVIDIA names the model with it ("RTX 3050 6GB", keylase/nvidia-patch#1009);
-"2x NAME", "NAME x2" and "NAME (x2)" are two (keylase/nvidia-patch#1034); a bullet may touch
-its key ("-GPU Model: ..."); a driver is NVIDIA's NNN.NN[.NN]; the CUDA version only under
-nvidia-smi's own "CUDA Version" key (a bare "CUDA: 12.8" may be the toolkit's), in parentheses
-right after the driver ("Driver: 595.79 (CUDA 13.2)", bitsandbytes-foundation/bitsandbytes#1937),
-or after a comma where the line credits nvidia-smi ("Driver: 592.27, CUDA 13.1 (per
-nvidia-smi)", ollama/ollama#17222); a value that opens with a markdown link reads as the link's
-text ("- Nvidia driver version: [581.94](URL)", keylase/nvidia-patch#1020), a bracket with no
+memory, unless NVIDIA names the model with it ("RTX 3050 6GB", keylase/nvidia-patch#1009); "2x
+NAME", "NAME x2" and "NAME (x2)" are two (keylase/nvidia-patch#1034); a bullet may touch its key
+("-GPU Model: ..."); a driver is NVIDIA's NNN.NN[.NN]; the CUDA version only under nvidia-smi's own
+"CUDA Version" key (a bare "CUDA: 12.8" may be the toolkit's), in parentheses right after the driver
+("Driver: 595.79 (CUDA 13.2)", bitsandbytes-foundation/bitsandbytes#1937; "(supports CUDA 13.0)",
+immich-app/immich#28031), or after a comma where the line credits nvidia-smi ("Driver: 592.27, CUDA
+13.1 (per nvidia-smi)", ollama/ollama#17222); a value that opens with a markdown link reads as the
+link's text ("- Nvidia driver version: [581.94](URL)", keylase/nvidia-patch#1020), a bracket with no
 link after it ("[e.g. 410.48]") stays; a PCI id only NVIDIA's 10de:XXXX. A list counts when it
 states two of these facts, or when a lone GPU line ("GPU: RTX 5090", mudler/LocalAI#5189; "- GPU:
 Tesla P40", unslothai/unsloth#813; gpustat's "- The name(s) of GPU card: Tesla V100-SXM2",
-wookayin/gpustat#147) names GPUs the catalogue knows and no wording of a requirement ("or
-better", "minimum"); any other lone line stays unread. nvidia-smi -q's padded "Product Name   : "
+wookayin/gpustat#147) names GPUs the catalogue knows and no wording of a requirement ("or better",
+"minimum"); any other lone line stays unread. nvidia-smi -q's padded "Product Name   : "
 lines are its parser's.
 
 GitHub issue forms render each field as a heading with the answer as its own paragraph
@@ -168,11 +168,13 @@ _BRANCH = re.compile(r"(?:(?:NSD|GRD|DCH|Studio|Game Ready)[ \t]{1,4})?")
 # nvidia-smi's header pair typed on one line: "CUDA Version: 12.8 (Driver 570.181)"
 # (pytorch/pytorch#160804); read right after the CUDA version, nowhere else on the line.
 _CUDA_DRIVER = re.compile(r"[ \t]{1,4}\((?:NVIDIA[ \t])?[Dd]river(?:[ \t]version)?:?[ \t]{1,4}")
-# The driver's CUDA in parentheses right after the driver: "Driver: 595.79 (CUDA 13.2)", or
-# after a comma when the line says nvidia-smi shows it: "Driver: 592.27, CUDA 13.1 (per
-# nvidia-smi)" (ollama/ollama#17222); a bare ", CUDA 12.8" may be the toolkit's.
+# The driver's CUDA in parentheses right after the driver: "Driver: 595.79 (CUDA 13.2)",
+# "Driver: 580.126.18 (supports CUDA 13.0)" (immich-app/immich#28031; a range, "(supports CUDA
+# 12.4+)", is a requirement's and stays unread), or after a comma when the line says nvidia-smi
+# shows it: "Driver: 592.27, CUDA 13.1 (per nvidia-smi)" (ollama/ollama#17222); a bare ", CUDA
+# 12.8" may be the toolkit's.
 _DRIVER_CUDA = re.compile(
-    r"[ \t]{1,4}\(CUDA(?:[ \t]Version)?:?[ \t]{1,4}(\d{1,2}\.\d)\)"
+    r"[ \t]{1,4}\((?:supports[ \t])?CUDA(?:[ \t]Version)?:?[ \t]{1,4}(\d{1,2}\.\d)\)"
     r"|,[ \t]{1,4}CUDA(?:[ \t]Version)?:?[ \t]{1,4}(\d{1,2}\.\d)"
     r"[ \t]{1,4}\((?:per|from|by)[ \t]nvidia-smi\)"
 )

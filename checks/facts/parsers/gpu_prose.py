@@ -11,11 +11,14 @@ NVIDIA-developer-blog/code-samples#20, lmstudio-ai/lmstudio-bug-tracker#1186):
 Prose also names GPUs people want, compare or had, so the read is strict: the name follows "my"
 ("my GPU is a ..."; "our" may be a maintainer's), a count after "has" or "have" ("has 4xP100"),
 or is the subject of "not detected" or the object of a tool that "could not detect" it
-(XuehaiPan/nvitop#168; no one reports that a GPU they lack goes unseen); the
-catalogue knows it (a bare "RTX 5000" may be three boards); its sentence words no wish, plan,
+(XuehaiPan/nvitop#168; no one reports that a GPU they lack goes unseen); a sentence of the
+writer's ("I", "we") says they are "using an NAME GPU" (swc-17/SparseDrive#67: "I am trying to
+set up CUDA 11.6 with NVIDIA driver version 535 on Ubuntu 20.04, using an RTX 4060 Ti GPU"), or
+the GPU is what a tool reports it as ("GPU reported as NVIDIA GB10", nv-morpheus/Morpheus#2328);
+the catalogue knows it (a bare "RTX 5000" may be three boards); its sentence words no wish, plan,
 comparison, alternative or past ("I want", "next", "or", "than", "old") outside the mention's own
-words; and every such mention names one model. It is a fallback: a tool's list of GPUs, anywhere
-in the text, wins.
+words (NVML's "Not Supported" is no wish); and every such mention names one model. It is a
+fallback: a tool's list of GPUs, anywhere in the text, wins.
 """
 
 from __future__ import annotations
@@ -57,11 +60,21 @@ _UNDETECTED = re.compile(
     rf"(?:(?:my|the|our)[ ]{{1,4}})?()({_NAME})",
     re.IGNORECASE,
 )
+# "I am ... using an RTX 4060 Ti GPU": the word GPU after the name, in a sentence of the writer's.
+_USING = re.compile(rf"\busing[ ]{{1,4}}an?[ ]{{1,4}}()({_NAME})[ ]{{1,4}}GPU\b", re.IGNORECASE)
+_FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|[Ww]e|[Ww]e're)\b")
+# What a tool reports the GPU as: "GPU reported as NVIDIA GB10".
+_REPORTED = re.compile(
+    r"\bGPUs?[ ]{1,4}(?:(?:is|was)[ ]{1,4})?(?:reported|detected|identified|recogni[sz]ed|listed"
+    rf"|shown)[ ]{{1,4}}as[ ]{{1,4}}(?:an?[ ]{{1,4}})?()({_NAME})",
+    re.IGNORECASE,
+)
 _WISH = re.compile(
     r"\b(?:wants?|wanted|wish|buy|buying|purchas\w*|plan\w*|consider\w*|upgrad\w*|switch\w*"
     r"|replac\w*|next|future|new|will|would|could|if|or|vs|versus|than|compar\w*|recommend\w*"
-    r"|requir\w*|needs?|minimum|supported|supports|like|such as|e\.g|for example|similar|instead"
-    r"|friend\w*|colleague\w*|rent\w*|cloud|old|previous|former|used to|borrow\w*)\b",
+    r"|requir\w*|needs?|minimum|(?<!not[ ])supported|supports|like|such as|e\.g|for example"
+    r"|similar|instead|friend\w*|colleague\w*|rent\w*|cloud|old|previous|former|used to"
+    r"|borrow\w*)\b",
     re.IGNORECASE,
 )
 _STOPS = ("\n", ". ", "? ", "! ")
@@ -87,10 +100,12 @@ def _around(text: str, start: int, end: int) -> str:
 def _mentions(text: str) -> list[tuple[int, str]]:
     """(count, name) of each wish-free mention the catalogue knows, in order."""
     found: list[tuple[int, int, str]] = []
-    for pattern in (_MINE, _HAS, _UNSEEN, _UNDETECTED):
+    for pattern in (_MINE, _HAS, _UNSEEN, _UNDETECTED, _USING, _REPORTED):
         for match in pattern.finditer(text):
             name = match.group(2)
             if gpus.lookup(name) is None or _WISH.search(_around(text, *match.span())):
+                continue
+            if pattern is _USING and not _FIRST_PERSON.search(_sentence(text, *match.span())):
                 continue
             found.append((match.start(), int(match.group(1) or 1), name))
     return [(count, name) for _, count, name in sorted(found)]

@@ -97,14 +97,25 @@ def _nvrm(text: str) -> re.Match[str] | None:
     return None
 
 
+# A Jetson's module (Jetson Linux R34 and R35) is numbered as its L4T release, two digits first:
+# "NVIDIA UNIX Open Kernel Module for aarch64  35.3.1  Release Build" (nix-community/nixGL#139,
+# an Orin NX). A desktop or server driver for aarch64 is numbered NNN.NN[.NN] ("550.54.15"), and
+# JetPack 6's module "540.4.0" names no L4T release.
+_L4T_MODULE = re.compile(r"3\d\.\d{1,2}\.\d{1,2}")
+
+
 def parse_proc_version(text: str) -> HostFacts:
-    """/proc/driver/nvidia/version (or dmesg's NVRM loading line): module version and flavour."""
+    """/proc/driver/nvidia/version (or dmesg's NVRM loading line): module version and flavour,
+    and the L4T release a Jetson's module is numbered as."""
     facts = HostFacts()
     match = _nvrm(text)
     if match is not None:
-        facts.driver.kernel_module_version = match.group("version")
-        open_module = match.group("kind").startswith("Open")
+        version, kind = match.group("version"), match.group("kind")
+        facts.driver.kernel_module_version = version
+        open_module = kind.startswith("Open")
         facts.driver.kernel_module_flavour = "open" if open_module else "proprietary"
+        if kind == "Open Kernel Module for aarch64" and _L4T_MODULE.fullmatch(version):
+            facts.system.l4t_release = version
     return facts
 
 
@@ -172,10 +183,13 @@ def parse_modinfo(text: str) -> HostFacts:
     return facts
 
 
-# A pasted `modinfo -F version nvidia` (a prompt before it or not) and its answer, a driver
-# version alone on a line, after at most a few blank, fence or "Example:" lines (a how-to puts
-# the answer in its own fence).
-_MODINFO_F_VERSION = re.compile(r"^[$#>]?[ \t]*modinfo -F version nvidia[ \t]*$", re.MULTILINE)
+# A pasted `modinfo -F version nvidia` (after a prompt, "$", "#" or zsh's "%", or none) and its
+# answer, a driver version alone on a line, after at most a few blank, fence or "Example:" lines
+# (a how-to puts the answer in its own fence). Ubuntu's older packages name the module after its
+# branch: `modinfo -F version nvidia_352` (al42and/cuda-smi#2).
+_MODINFO_F_VERSION = re.compile(
+    r"^[$#>%]?[ \t]*modinfo -F version nvidia(?:_\d{3})?[ \t]*$", re.MULTILINE
+)
 _VERSION_ALONE = re.compile(r"\d{3}\.\d{1,3}(?:\.\d{1,3})?")
 _BETWEEN = 6  # lines
 

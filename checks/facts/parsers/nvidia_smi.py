@@ -144,6 +144,11 @@ _TABLE_HEADER = re.compile(
     r"NVIDIA-SMI\s+(?P<smi>\S+)\s+(?:Driver|KMD) Version:\s*(?P<driver>[\w.-]+)"
     r"(?:;?\s+CUDA(?: UMD)? Version:\s*(?P<cuda>[\w.-]+))?"
 )
+# An e-mail reply wraps the header's long line before its last field (NVIDIA/aerial-framework#6):
+# "| NVIDIA-SMI 580.95.05   Driver Version: 580.95.05      CUDA" / "Version: 13.0     |". The
+# field's words are read across the break only right after a header line that ends in them.
+_WRAPPED_CUDA = re.compile(r"[ \t]CUDA(?: UMD)?[ \t]*$")
+_CUDA_WRAPPED = re.compile(r"^[ \t]*(?:UMD[ \t])?Version:[ \t]*(\d{1,2}\.\d{1,2})[ \t]*\|")
 _TABLE_PM = ("On", "Off", "WDDM", "TCC", "MCDM", "N/A")
 _TABLE_BUS = re.compile(r"(?:[0-9A-Fa-f]{4,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]")
 # A bus id cut short by hand before pasting ("00000000: Off", NVIDIA/DCGM#152): the row is still
@@ -236,14 +241,15 @@ def parse_table(text: str) -> HostFacts:
     current: Gpu | None = None
     named: list[str] = []  # names alone on the line after a header
     after_header = False
-    for line in lines:
+    for i, line in enumerate(lines):
         header = _TABLE_HEADER.search(line)
         if after_header and header is None and _header_name(line):
             named.append(line.strip())
         after_header = header is not None
         if header is not None:
             facts.driver.version = facts.driver.version or _version(header.group("driver"))
-            facts.driver.cuda_version = facts.driver.cuda_version or _version(header.group("cuda"))
+            cuda = header.group("cuda") or _wrapped_cuda(line, lines[i + 1 : i + 2])
+            facts.driver.cuda_version = facts.driver.cuda_version or _version(cuda)
             continue
         row = _table_row(line)
         if row is not None:
@@ -269,6 +275,14 @@ def parse_table(text: str) -> HostFacts:
     if not facts.gpus and named:
         facts.gpus = [Gpu(name=named[0])]
     return facts
+
+
+def _wrapped_cuda(line: str, after: list[str]) -> str | None:
+    """The CUDA version on the line after a header line a mail wrap cut after "CUDA"."""
+    if not after or _WRAPPED_CUDA.search(line) is None:
+        return None
+    wrapped = _CUDA_WRAPPED.match(after[0])
+    return wrapped.group(1) if wrapped else None
 
 
 def _header_name(line: str) -> bool:

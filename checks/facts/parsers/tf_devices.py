@@ -15,7 +15,14 @@ and names a GPU it uses or skips again in one line (tensorflow/tensorflow#62170,
     Ignoring visible gpu device (device: 0, name: GeForce 820M, pci bus id: 0000:08:00.0,
       compute capability: 2.1) with Cuda compute capability 2.1.
 
-(each on one line). A device is keyed by TensorFlow's number, so a GPU logged again is one GPU.
+(each on one line). Before 0.11 the skip line said "Ignoring gpu device" and gave the capability
+only after the device (tensorflow/tensorflow#29, #4002), a paste may break the line before "with"
+(#112):
+
+    Ignoring gpu device (device: 0, name: GRID K520, pci bus id: 0000:00:03.0)
+    with Cuda compute capability 3.0. The minimum required Cuda capability is 3.5.
+
+A device is keyed by TensorFlow's number, so a GPU logged again is one GPU.
 """
 
 from __future__ import annotations
@@ -34,10 +41,11 @@ _NAME = re.compile(
 _MAJOR = re.compile(r"^major: (\d{1,2}) minor: (\d{1,2})\b")
 _BUS = re.compile(r"^pciBusID:? ([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.\d)\b")
 _DEVICE = re.compile(
-    r"(?:-> physical GPU|Ignoring visible gpu device"
+    r"(?:-> physical GPU|Ignoring (?:visible )?gpu device"
     r"|Creating TensorFlow device \(/gpu:\d{1,2}\) ->)"
     r" \(device: (\d{1,2}), name: ([^,()\n]{1,100}), pci bus id: ([0-9a-fA-F:.]{7,16})"
     r"(?:, compute capability: (\d{1,2}\.\d{1,2}))?\)"
+    r"(?:[ \t]{0,4}\n?[ \t]{0,8}with Cuda compute capability (\d{1,2}\.\d{1,2})\.)?"
 )
 # Lines after "Found device" that still belong to it (properties, not the next log line).
 _PROPERTY_LINES = 4
@@ -73,11 +81,11 @@ def _found(text: str) -> dict[int, Gpu]:
 def parse_tf_devices(text: str) -> HostFacts:
     """One Gpu per TensorFlow device number, in the order they first appear."""
     devices = _found(text)
-    for number, name, bus, cc in _DEVICE.findall(text):
+    for number, name, bus, cc, skipped_cc in _DEVICE.findall(text):
         device = devices.setdefault(int(number), Gpu())
         device.name = device.name or name.strip()
         device.pci_bus_id = device.pci_bus_id or bus
-        device.compute_capability = device.compute_capability or cc or None
+        device.compute_capability = device.compute_capability or cc or skipped_cc or None
     facts = HostFacts()
     facts.gpus = [gpu for gpu in devices.values() if gpu.name]
     return facts
