@@ -52,3 +52,44 @@ def test_the_gpus_of_a_hardware_answer_are_read(answer: str, found: list[tuple[s
 )
 def test_a_hardware_answer_naming_no_nvidia_gpu_reads_none(answer: str) -> None:
     assert env_list.parse_env_list(_form(answer)).gpus == []
+
+
+# --- the catalogue: boards nvidia-smi and collect_env name, by NVIDIA's CUDA GPU lists and pci.ids
+
+
+@pytest.mark.parametrize(
+    ("name", "cc"),
+    [
+        ("GRID K520", "3.0"),  # tensorflow/tensorflow#112's AWS g2 instance
+        ("Tesla K40m", "3.5"),
+        ("Tesla K20Xm", "3.5"),
+        ("Tesla C2075", "2.0"),
+        ("Tesla M2070", "2.0"),  # NVIDIA/gdrcopy#92
+        ("Tesla P6", "6.1"),
+        ("NVIDIA A100X", "8.0"),
+        ("Quadro M4000", "5.2"),
+        ("Quadro M4000M", "5.0"),  # the mobile part keeps its own entry
+        ("Quadro K2200", "5.0"),
+        ("Quadro K6000", "3.5"),
+        ("Quadro K4000", "3.0"),
+        ("Quadro T2000", "7.5"),
+        ("NVIDIA T550 Laptop GPU", "7.5"),
+        ("GeForce MX150", "6.1"),
+        ("NVIDIA GeForce MX450", "7.5"),
+        ("GeForce MX130", "5.0"),
+        ("NVIDIA P104-100", "6.1"),
+        ("NVIDIA CMP 30HX", "7.5"),
+        ("NVIDIA CMP 90HX", "8.6"),
+        ("NVIDIA CMP 170HX", "8.0"),
+    ],
+)
+def test_older_and_rarer_boards_have_their_capability(name: str, cc: str) -> None:
+    model = gpus.lookup(name)
+    assert model is not None and model.compute_capability == cc
+
+
+@pytest.mark.parametrize(
+    "name", ["Apple M2", "MX Linux", "Radeon RX 5700", "Tesla Model 3", "GeForce GT 730"]
+)
+def test_names_no_entry_fixes_stay_unknown(name: str) -> None:
+    assert gpus.lookup(name) is None

@@ -317,6 +317,8 @@ def test_a_tools_gpu_list_wins_over_the_item() -> None:
         ("GRID M60-8Q", "Tesla M60 / M40 / M6 / M4", "5.2"),
         ("GRID M10-8Q", "Tesla M10", "5.0"),
         ("Tesla M40 24GB", "Tesla M60 / M40 / M6 / M4", "5.2"),
+        # the desktop Quadro, not a Tesla M60 by its "M60" prefix
+        ("Quadro M6000", "Quadro Maxwell (M2000 / M4000 / M5000 / M6000)", "5.2"),
     ],
 )
 def test_a_vgpu_type_is_its_boards_model(name: str, model: str, cc: str) -> None:
@@ -326,7 +328,7 @@ def test_a_vgpu_type_is_its_boards_model(name: str, model: str, cc: str) -> None
 
 @pytest.mark.parametrize(
     "name",
-    ["Apple M4", "M60", "RX580-8G", "GRID RTX6000-24Q", "H100XM", "RTX2000", "Quadro M6000"],
+    ["Apple M4", "M60", "RX580-8G", "GRID RTX6000-24Q", "H100XM", "RTX2000"],
 )
 def test_names_that_are_no_known_board_stay_unknown(name: str) -> None:
     assert gpus.lookup(name) is None
