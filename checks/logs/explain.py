@@ -165,6 +165,7 @@ PREDICATES: dict[str, Callable[[Mapping[str, str]], bool]] = {
     "driver_below_550": lambda ctx: _driver_below(ctx, "550.0"),
     "driver_below_525": lambda ctx: _driver_below(ctx, "525.0"),
     "jetson_gpu": lambda ctx: bool(_JETSON.search(ctx.get("gpu", ""))),
+    "ollama_binary": lambda ctx: "ollama" in ctx.get("binary", "").lower(),
     "site_turboquant": lambda ctx: "turboquant" in ctx.get("site", "").lower(),
     "site_modular_kernel": lambda ctx: "modular_kernel" in ctx.get("site", ""),
     # Every GPU the log lists counts: one Turing card beside newer ones still needs sm_75.

@@ -107,6 +107,10 @@ ANCHORS = (
     b"not compiled with CUDA",  # torch's CPU-only assertion, quoted without its AssertionError
     b"is_sm75 to be true",  # flash-attn 1.x's arch check, quoted without its RuntimeError
     b"Dynamic LLM libraries",  # ollama's start-up list of runners, an INFO line
+    b"cuMemAddressReserve",  # ggml's failed pool reservation, the line after its "CUDA error"
+    b"kernel image is available",  # CUDA's no-kernel-image string, printed or quoted bare
+    b"DKMS module",  # Void's DKMS hook: "Building DKMS module '...' for kernel-...... FAILED!"
+    b"is not a recognized processor",  # Triton's LLVM warning for an NVPTX arch it does not know
 )
 # Lines worth handing to the fact parsers: they name drivers, GPUs, versions and images (and
 # ggml_cuda_init's "found N CUDA devices", which its device-line parser needs).
