@@ -111,6 +111,51 @@ ANCHORS = (
     b"kernel image is available",  # CUDA's no-kernel-image string, printed or quoted bare
     b"DKMS module",  # Void's DKMS hook: "Building DKMS module '...' for kernel-...... FAILED!"
     b"is not a recognized processor",  # Triton's LLVM warning for an NVPTX arch it does not know
+    # Each signature's own words, as issue titles and quotes paste them bare, without the error
+    # word or prefix of the line they came from (tests/test_explain_bare_messages.py):
+    b"not found or cannot be loaded",
+    b"FlashAttention only supports",
+    b"TensorRT release",
+    b"_launch_template.h",
+    b"past end of file",
+    b"is not defined for option",
+    b"not supported on .target",
+    b"cannot found",
+    b"Cannot find compiler",
+    b"unsatisfied condition",
+    b"invalid runtime name",
+    b"unresolvable CDI devices",
+    b"executable file not found",
+    b"fork/exec",
+    b"existing device filters",
+    b"stat nvidia.com/gpu",
+    b"Insufficient CUDA driver",
+    b"cudaGetDeviceCount returned",
+    b"not yet initialized",
+    b"GPL-only symbol",
+    b"installed CUDA driver",
+    b"busy or unavailable",
+    b"kernel source tree",
+    b"kernel headers for kernel",
+    b"Bad return status",
+    b"Driver missing function",
+    b"Nouveau kernel driver",
+    b"GPU access blocked",
+    b"launch timed out",
+    b"illegal memory access",
+    b"kernel image is invalid",
+    b"unable to allocate CUDA",
+    b"no device code compatible",
+    b"TurboQuant",
+    b"are not supported for now",
+    b"No available memory for the cache",
+    b"support bf16",
+    b"CUBLAS_STATUS",
+    b"ASSERT FAILED",
+    b"cannot open shared object file",
+    b"Unsupported SM",
+    b"runtime-hook:",
+    b"too old",
 )
 # Lines worth handing to the fact parsers: they name drivers, GPUs, versions and images (and
 # ggml_cuda_init's "found N CUDA devices", which its device-line parser needs).
@@ -132,13 +177,14 @@ _TIMESTAMP = re.compile(
 # What a collector puts before every line: journald's and syslog's "Nov 23 20:22:01 host
 # unit[pid]: " (its "host unit[pid]: " alone once _TIMESTAMP took an ISO stamp off), docker
 # compose's "service-1  | " and pdsh's "host: " (a host name with a digit, as checks.facts.capture
-# reads it; never "nvidia0: " or "GPU0: "). Multi-line signatures anchor at the line's start, so
-# they need it gone.
+# reads it; never "nvidia0: " or "GPU0: ", nor a library's file name, "libcublasLt.so.12: cannot
+# open shared object file"). Multi-line signatures anchor at the line's start, so they need it gone.
 _COLLECTOR = re.compile(
     r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]{1,64} [\w.@/-]{1,64}(?:\[\d{1,10}\])?: "
     r"|[\w.-]{1,64} [\w.@/-]{1,64}\[\d{1,10}\]: "
     r"|[\w.-]{0,60}[-_]\d{1,4} {1,40}\| "
-    r"|(?!(?i:nvidia|nvrm|gpu|cuda|device))(?=[A-Za-z0-9.-]{0,62}\d)[A-Za-z0-9.-]{1,63}: )"
+    r"|(?!(?i:nvidia|nvrm|gpu|cuda|device))(?![A-Za-z0-9.-]{0,62}\.(?:so|dll)\b)"
+    r"(?=[A-Za-z0-9.-]{0,62}\d)[A-Za-z0-9.-]{1,63}: )"
 )
 
 
