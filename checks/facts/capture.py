@@ -1,10 +1,10 @@
 """Facts from captured outputs (`--from`): a facts or report JSON, or pasted command outputs.
 
 Pasted text is cleaned once (CRLF, ANSI colours, HTML entities, "> " quote prefixes, inline HTML
-tags, the prefixes journald, syslog, docker, kubectl, docker compose, Python logging and log
-wrappers put before each line, the indent of an indented code block), cut to the first host of a
-pdsh, clush or ansible paste, and every known format that detects itself in it parses it; several
-files merge into one host.
+tags, full-width colons, commas and brackets, the prefixes journald, syslog, docker, kubectl,
+docker compose, Python logging and log wrappers put before each line, the indent of an indented
+code block), cut to the first host of a pdsh, clush or ansible paste, and every known format that
+detects itself in it parses it; several files merge into one host.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from checks import inputs
 from checks.facts import parsers
-from checks.facts.model import HostFacts, ProbeResult, from_dict, merge
+from checks.facts.model import HostFacts, ProbeResult, fill_in, from_dict, merge
 from checks.facts.parsers import Format
 
 MAX_BYTES = 64 * 1024 * 1024
@@ -29,14 +29,27 @@ _TAGS = re.compile(r"</?(?:b|strong|i|em|pre|code|tt|kbd|br)\s*/?>", re.IGNORECA
 # values, which the parsers still read by tag when the unescaped XML no longer parses.
 _ENTITY = re.compile(r"&(gt|lt|amp|quot|#39|nbsp);")
 _ENTITIES = {"gt": ">", "lt": "<", "amp": "&", "quot": '"', "#39": "'", "nbsp": " "}
+# The full-width colon, comma and brackets Chinese and Japanese input methods type, as the ASCII
+# marks with the blank their width holds: "GPU 0\uff1a Tesla P100-PCIE-16GB"
+# (pytorch/pytorch#37212), "CUDA\uff1a13.1", "RTX 5080\uff08Blackwell\uff09"
+# (ggml-org/llama.cpp#22499).
+_FULL_WIDTH = re.compile("\uff1a[ \t]?|\uff0c[ \t]?|[ \t]?\uff08|\uff09")
+_HALF_WIDTH = {"\uff1a": ": ", "\uff0c": ", ", "\uff08": " (", "\uff09": ")"}
+# The month journalctl and syslog print, their locale's abbreviation (strftime's %b): a word
+# ("Feb", "Dez", "Ara", "дек"), two or three words ("de des." in Catalan, ollama/ollama#13312;
+# "كانون الثاني"), a number with its word after ("2月" in Chinese and Japanese, ollama/ollama#9245;
+# "12월" in Korean) or before ("Thg 12" in Vietnamese).
+_MONTH = (
+    r"(?:[^\s\d]{1,10}(?:[ ][^\s\d]{1,12}){0,2}|[^\s\d]{1,10}[ ]\d{1,2}|[ ]?\d{1,2}[^\s\d]{1,3})"
+)
 # What a log system puts before each line: syslog or `journalctl` ("Feb 28 12:44:31 host
 # ollama[854770]: ", with no host when the journal leaves it out, "Sep 26 10:43:08 ollama[6664]: "
-# in ollama/ollama#12403, a localised month "2月 21 ..."), `journalctl -o short-iso`
-# ("2025-02-28T12:44:31+0000 host proc[1]: "), a kernel timestamp ("[   12.442423] "), and
-# llama-box's elapsed time and level ("0.00.125.936 I "). Every run is bounded or stops at a
+# in ollama/ollama#12403, a localised month "2月 21 ...", "de des. 03 ..."), `journalctl -o
+# short-iso` ("2025-02-28T12:44:31+0000 host proc[1]: "), a kernel timestamp ("[   12.442423] "),
+# and llama-box's elapsed time and level ("0.00.125.936 I "). Every run is bounded or stops at a
 # blank, so each line start is tried once.
 _LOG_PREFIX = re.compile(
-    r"^(?:(?:[^\s\d]{1,10}[ \t]{1,2}\d{1,2}|\d{1,2}月[ \t]{1,2}\d{1,2}日?)"
+    rf"^(?:{_MONTH}[ \t]{{1,2}}\d{{1,2}}日?"
     r"[ \t]\d\d:\d\d:\d\d(?:\.\d{1,9})?"
     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?)"
     r"[ \t](?:[\w.-]{1,255}[ \t])?[\w./@-]{1,255}(?:\[\d{1,10}\])?:[ \t]"
@@ -99,6 +112,7 @@ def clean(text: str) -> str:
     text = _ANSI.sub("", text)
     text = _ENTITY.sub(lambda m: _ENTITIES[m.group(1)], text)
     text = _TAGS.sub("", text)
+    text = _FULL_WIDTH.sub(lambda m: _HALF_WIDTH[m.group(0).strip(" \t")], text)
     # Outside in: a collector's prefix may wrap another's (journald over docker compose, quote
     # marks or an indented block under a prefix), so prefixes come off a layer at a time.
     for _ in range(PREFIX_LAYERS):
@@ -246,13 +260,18 @@ def _from_json(text: str) -> HostFacts | None:
 
 def recognise(text: str) -> tuple[HostFacts, list[str]]:
     """The facts of every known format found in `text`, and the names of those formats; the
-    GPUs of a fallback format only where no other format named any."""
+    GPUs of a fallback format only where no other format named any, those of an annotating
+    format only as what they tell of GPUs already read."""
     facts = HostFacts()
     seen = []
-    for fmt in sorted(formats(), key=lambda fmt: fmt.fallback):
+    for fmt in sorted(formats(), key=lambda fmt: (fmt.annotates, fmt.fallback)):
         if not fmt.detect(text):
             continue
         fragment = fmt.parse(text)
+        if fmt.annotates:
+            if fill_in(facts.gpus, fragment.gpus):
+                seen.append(fmt.name)
+            continue
         if fmt.fallback and facts.gpus:
             fragment.gpus = []
             if fragment == HostFacts():

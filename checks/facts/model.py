@@ -469,6 +469,23 @@ def _words(name: str) -> str:
     return _VENDOR_WORDS.sub("", plain).lower()
 
 
+def fill_in(found: list[Gpu], stated: list[Gpu]) -> bool:
+    """Fill what each GPU of `found` leaves unknown from the stated GPU of the same model's words
+    ("GT 740M" for "GeForce GT 740M"), where every statement of that model agrees; whether any
+    was filled. No GPU is added."""
+    filled = False
+    for gpu in stated:
+        words = _words(gpu.name) if gpu.name else None
+        same = [g for g in stated if g.name and _words(g.name) == words]
+        if words is None or any(dataclasses.replace(g, name=gpu.name) != gpu for g in same):
+            continue
+        for target in (g for g in found if g.name and _words(g.name) == words):
+            before = dataclasses.replace(target)
+            merge(target, dataclasses.replace(gpu, name=None))
+            filled = filled or target != before
+    return filled
+
+
 def _bare(name: str | None) -> str | None:
     """A GPU name without the vendor word some outputs put first ("NVIDIA Quadro P2000")."""
     return name.removeprefix("NVIDIA ") if name else name

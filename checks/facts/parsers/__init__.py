@@ -18,13 +18,16 @@ class Format:
     Text may hold several formats at once (an issue with a log and an nvidia-smi table): every
     format whose `detect` is true parses the text and the fragments merge. A `fallback` format
     (words people write, not a tool's output) is read last, and its GPUs count only where no other
-    format named any.
+    format named any. An `annotates` format (a fact written beside a GPU's name) is read after
+    all others and adds no GPU: its GPUs only fill in what the GPUs the others read, of the same
+    model, leave unknown.
     """
 
     name: str
     detect: Callable[[str], bool]
     parse: Callable[[str], HostFacts]
     fallback: bool = False
+    annotates: bool = False
 
 
 # When two sources disagree on a fact, the earlier one wins: the driver's own report first, then

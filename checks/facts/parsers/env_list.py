@@ -18,8 +18,11 @@ NAME", "NAME x2" and "NAME (x2)" are two (keylase/nvidia-patch#1034); a bullet m
 ("-GPU Model: ..."); a driver is NVIDIA's NNN.NN[.NN]; the CUDA version only under nvidia-smi's own
 "CUDA Version" key (a bare "CUDA: 12.8" may be the toolkit's), in parentheses right after the driver
 ("Driver: 595.79 (CUDA 13.2)", bitsandbytes-foundation/bitsandbytes#1937; "(supports CUDA 13.0)",
-immich-app/immich#28031), or after a comma where the line credits nvidia-smi ("Driver: 592.27, CUDA
-13.1 (per nvidia-smi)", ollama/ollama#17222); a value that opens with a markdown link reads as the
+immich-app/immich#28031), also after a driver with its digits masked ("Driver: 53x.xx (supports
+CUDA 12.5)", abetlen/llama-cpp-python#2234, which names no driver), or after a comma where the line
+credits nvidia-smi ("Driver: 592.27, CUDA 13.1 (per nvidia-smi)", ollama/ollama#17222), and a bare
+CUDA key's version where nvcc's other version follows it ("CUDA: 13.1 / NVCC 13.2",
+ggml-org/llama.cpp#22499); a value that opens with a markdown link reads as the
 link's text ("- Nvidia driver version: [581.94](URL)", keylase/nvidia-patch#1020), a bracket with no
 link after it ("[e.g. 410.48]") stays; a PCI id only NVIDIA's 10de:XXXX. A list counts when it
 states two of these facts, or when a lone GPU line ("GPU: RTX 5090", mudler/LocalAI#5189; "- GPU:
@@ -178,6 +181,19 @@ _DRIVER_CUDA = re.compile(
     r"|,[ \t]{1,4}CUDA(?:[ \t]Version)?:?[ \t]{1,4}(\d{1,2}\.\d)"
     r"[ \t]{1,4}\((?:per|from|by)[ \t]nvidia-smi\)"
 )
+# A bare "CUDA: X.Y" with nvcc's version after it on its line: "CUDA: 13.1 / NVCC 13.2"
+# (ggml-org/llama.cpp#22499) names the toolkit apart, so a CUDA version that is not nvcc's release
+# is the driver's; "CUDA: 12.8 / NVCC 12.8.93" names one toolkit twice and stays unread, and so
+# does any such line where the text names PyTorch, whose build's CUDA people also call "CUDA".
+_TORCH = re.compile(r"\b(?:py)?torch\b", re.IGNORECASE)
+_BESIDE_NVCC = re.compile(
+    r"(\d{1,2}\.\d)[ \t]{0,4}/[ \t]{0,4}nvcc:?[ \t]{1,4}V?(\d{1,2}\.\d)(?:\.\d{1,3})?(?![\d.])",
+    re.IGNORECASE,
+)
+# A driver written with its digits masked, a branch and no more ("53x.xx", "5xx", "535.xx"):
+# no driver is read from it, but the CUDA version in parentheses after it is the driver's ("-
+# Driver: 53x.xx (supports CUDA 12.5)", abetlen/llama-cpp-python#2234).
+_MASKED_DRIVER = re.compile(r"[3-9][\dx]{2}(?:\.[\dx]{1,3}){0,2}(?![\w.])", re.IGNORECASE)
 _PCI = re.compile(r"10de:([0-9a-fA-F]{4})\b")
 # A driver after the GPU's name, the line's last word: fastfetch's GPU line with a --gpu-format
 # that adds its driver field ("GPU: NVIDIA GeForce GTX 750 Ti 535.113.01",
@@ -267,6 +283,12 @@ def _paired_driver(value: str, pos: int) -> str | None:
     return driver.group(1)
 
 
+def _beside_nvcc(value: str) -> str | None:
+    """The driver's CUDA in a bare CUDA line's value that names nvcc's other version after it."""
+    found = _BESIDE_NVCC.fullmatch(value)
+    return found.group(1) if found and found.group(1) != found.group(2) else None
+
+
 def _known_gpus(value: str) -> list[Gpu]:
     """The GPUs a line that stands alone names: each one the catalogue knows, and no wording of a
     requirement anywhere in the value."""
@@ -329,9 +351,18 @@ def _driver(value: str) -> tuple[str | None, str | None]:
     branch = _BRANCH.match(value)
     driver = _DRIVER.match(value, branch.end() if branch else 0)
     if driver is None:
-        return None, None
+        return None, _masked_cuda(value)
     cuda = _DRIVER_CUDA.match(value, driver.end())
     return driver.group(1), (cuda.group(1) or cuda.group(2)) if cuda else None
+
+
+def _masked_cuda(value: str) -> str | None:
+    """The CUDA version in parentheses after a driver whose digits are masked ("53x.xx")."""
+    masked = _MASKED_DRIVER.match(value)
+    if masked is None or "x" not in masked.group(0).lower():
+        return None
+    cuda = _DRIVER_CUDA.match(value, masked.end())
+    return cuda.group(1) if cuda else None
 
 
 def _form_answer(value: str) -> bool:
@@ -362,6 +393,7 @@ def _list(text: str) -> HostFacts:
     facts = HostFacts()
     pci: list[str] = []
     after_name: str | None = None
+    torch = _TORCH.search(text) is not None
     for key, value in _entries(text):
         if key in _GPU_KEYS:
             name, driver = _name_driver(value)
@@ -376,6 +408,8 @@ def _list(text: str) -> HostFacts:
             facts.driver.cuda_version = cuda.group(1) if cuda else None
             if cuda is not None and facts.driver.version is None:
                 facts.driver.version = _paired_driver(value, cuda.end())
+        elif key == "cuda" and facts.driver.cuda_version is None and not torch:
+            facts.driver.cuda_version = _beside_nvcc(value)
         elif key in _PCI_KEYS:
             device = _PCI.match(value)
             if device:

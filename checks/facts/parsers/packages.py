@@ -6,7 +6,9 @@ nvidia-driver-535 535.183.01-0ubuntu1, Fedora's nvidia-driver.x86_64 2:387.34-1.
 nvidia-container-toolkit the Container Toolkit's; cuda-nvcc-X-Y the toolkit's nvcc (13.0.88, the
 number `nvcc --version` prints) and cuda-compat-X-Y the forward-compatibility libcuda's driver.
 Only installed packages count: dpkg's "ii" and "hi" (held with `apt-mark hold`, as drivers often
-are), apt's "[installed...]", the lines `dnf list installed` (or `yum`) and `rpm -qa` print.
+are), apt's "[installed...]", the lines `dnf list installed` (or `yum`) and `rpm -qa` print, and a
+package an environment list states with its version ("package nvidia-compute-utils-530 version
+530.30.02-0ubuntu1") on a line that words no change to it.
 """
 
 from __future__ import annotations
@@ -52,6 +54,20 @@ _BRANCH_PACKAGE = re.compile(
 )
 _DRIVER_VERSION = re.compile(r"(?:\d+:)?(\d{3}\.\d{1,3}(?:\.\d{1,3})?)(?![\d.])")
 _TOOLKIT_VERSION = re.compile(r"(?:\d+:)?(\d+\.\d+\.\d+)")
+# A package stated in words, as an environment list names what is installed
+# (NVIDIA/nvidia-container-toolkit#203): "* OS/.deb package nvidia-compute-utils-530 version
+# 530.30.02-0ubuntu1", "* OS/.deb package nvidia-container-toolkit 1.14.3-1". A line that words a
+# change (install, upgrade, remove, a requirement) states no installed package.
+_STATED = re.compile(
+    r"\bpackage[ \t]{1,4}([a-z0-9][\w.+-]{1,80})(?::[\w-]{1,16})?[ \t]{1,4}(?:version[ \t]{1,4})?"
+    r"(\d[\w.:+~-]{0,80})",
+    re.IGNORECASE,
+)
+_CHANGE = re.compile(
+    r"\b(?:install(?!ed\b)|upgrad|updat|downgrad|remov|purg|uninstall|requir|need|recommend"
+    r"|instead|should|latest)",
+    re.IGNORECASE,
+)
 # The toolkit's compiler and forward-compatibility packages: "cuda-nvcc-13-0 13.0.88-1" (dpkg),
 # "cuda-nvcc-12-8.x86_64 12.8.93-1" (dnf), "cuda-compat-13-0 580.95.05-0ubuntu1".
 _NVCC_PACKAGE = re.compile(r"cuda-nvcc-(\d+)-(\d+)")
@@ -72,8 +88,19 @@ def _rpm_qa(text: str) -> list[tuple[str, str]]:
     return found
 
 
+def _stated(text: str) -> list[tuple[str, str]]:
+    """(name, version) of each package a line states, on a line that words no change to it."""
+    return [
+        (found.group(1), found.group(2))
+        for line in text.split("\n")
+        if "package" in line.lower() and _CHANGE.search(line) is None
+        for found in _STATED.finditer(line)
+    ]
+
+
 def _installed(text: str) -> list[tuple[str, str]]:
-    return _DPKG.findall(text) + _APT.findall(text) + _DNF.findall(text) + _rpm_qa(text)
+    found = _DPKG.findall(text) + _APT.findall(text) + _DNF.findall(text)
+    return found + _rpm_qa(text) + _stated(text)
 
 
 def _driver_package(name: str) -> bool:
