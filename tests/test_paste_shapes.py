@@ -3,10 +3,11 @@ wrapped in the prefixes and layouts that reach issue threads, must give the same
 the same facts as the text itself does.
 
 The shapes come from threads (each named where it first showed up in the corpus or a signature's
-sources): journald and `journalctl -o short-iso` prefixes, pdsh's `host: `, docker compose's
-`service-1  | `, `kubectl logs --timestamps` / `docker logs -t` (RFC 3339 with nanoseconds), a
-bracketed timestamp, e-mail and markdown quote marks, a markdown code block indented by four
-spaces, a fenced block with prose around it, CRLF line ends and ANSI colours.
+sources): journald (also with the month in the locale's words) and `journalctl -o short-iso`
+prefixes, pdsh's `host: `, docker compose's `service-1  | `, `kubectl logs --timestamps` /
+`docker logs -t` (RFC 3339 with nanoseconds), a bracketed timestamp, e-mail and markdown quote
+marks, a markdown code block indented by four spaces, a fenced block with prose around it, CRLF
+line ends and ANSI colours.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ def _prefixed(prefix: str) -> Callable[[list[str]], list[str]]:
 
 SHAPES: dict[str, Callable[[list[str]], list[str]]] = {
     "journald": _stamped("Nov 23 20:22:{s:02d} gpubox ollama[911]: "),
+    # a localised month (ollama/ollama#10798)
+    "journald-zh": _stamped("5\u6708 21 17:49:{s:02d} gpubox ollama[1576]: "),
     "short-iso": _stamped("2025-11-23T20:22:{s:02d}+0000 gpubox vllm[911]: "),
     "pdsh": _prefixed("node01: "),
     "compose": _prefixed("vllm-1  | "),

@@ -39,7 +39,7 @@ _HALF_WIDTH = {"\uff1a": ": ", "\uff0c": ", ", "\uff08": " (", "\uff09": ")"}
 # ("Feb", "Dez", "Ara", "дек"), two or three words ("de des." in Catalan, ollama/ollama#13312;
 # "كانون الثاني"), a number with its word after ("2月" in Chinese and Japanese, ollama/ollama#9245;
 # "12월" in Korean) or before ("Thg 12" in Vietnamese).
-_MONTH = (
+JOURNAL_MONTH = (
     r"(?:[^\s\d]{1,10}(?:[ ][^\s\d]{1,12}){0,2}|[^\s\d]{1,10}[ ]\d{1,2}|[ ]?\d{1,2}[^\s\d]{1,3})"
 )
 # What a log system puts before each line: syslog or `journalctl` ("Feb 28 12:44:31 host
@@ -49,7 +49,7 @@ _MONTH = (
 # and llama-box's elapsed time and level ("0.00.125.936 I "). Every run is bounded or stops at a
 # blank, so each line start is tried once.
 _LOG_PREFIX = re.compile(
-    rf"^(?:{_MONTH}[ \t]{{1,2}}\d{{1,2}}日?"
+    rf"^(?:{JOURNAL_MONTH}[ \t]{{1,2}}\d{{1,2}}日?"
     r"[ \t]\d\d:\d\d:\d\d(?:\.\d{1,9})?"
     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?)"
     r"[ \t](?:[\w.-]{1,255}[ \t])?[\w./@-]{1,255}(?:\[\d{1,10}\])?:[ \t]"

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from checks import packaged
+from checks.facts.capture import JOURNAL_MONTH
 
 CHUNK = 16 << 20
 MAX_LINE = 4096
@@ -175,12 +176,15 @@ _TIMESTAMP = re.compile(
     r"^\s*(?:\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?\s+)"
 )
 # What a collector puts before every line: journald's and syslog's "Nov 23 20:22:01 host
-# unit[pid]: " (its "host unit[pid]: " alone once _TIMESTAMP took an ISO stamp off), docker
-# compose's "service-1  | " and pdsh's "host: " (a host name with a digit, as checks.facts.capture
-# reads it; never "nvidia0: " or "GPU0: ", nor a library's file name, "libcublasLt.so.12: cannot
-# open shared object file"). Multi-line signatures anchor at the line's start, so they need it gone.
+# unit[pid]: " with the month in the locale's words ("5月 21 ...", "de des. 03 ...", as
+# checks.facts.capture reads them), its "host unit[pid]: " alone once _TIMESTAMP took an ISO
+# stamp off, docker compose's "service-1  | " and pdsh's "host: " (a host name with a digit, as
+# checks.facts.capture reads it; never "nvidia0: " or "GPU0: ", nor a library's file name,
+# "libcublasLt.so.12: cannot open shared object file"). Multi-line signatures anchor at the line's
+# start, so they need it gone.
 _COLLECTOR = re.compile(
-    r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]{1,64} [\w.@/-]{1,64}(?:\[\d{1,10}\])?: "
+    rf"^(?:{JOURNAL_MONTH} {{1,2}}\d{{1,2}}日? \d\d:\d\d:\d\d [\w.-]{{1,64}} [\w.@/-]{{1,64}}"
+    r"(?:\[\d{1,10}\])?: "
     r"|[\w.-]{1,64} [\w.@/-]{1,64}\[\d{1,10}\]: "
     r"|[\w.-]{0,60}[-_]\d{1,4} {1,40}\| "
     r"|(?!(?i:nvidia|nvrm|gpu|cuda|device))(?![A-Za-z0-9.-]{0,62}\.(?:so|dll)\b)"
