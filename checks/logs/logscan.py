@@ -157,6 +157,9 @@ ANCHORS = (
     b"Unsupported SM",
     b"runtime-hook:",
     b"too old",
+    b"CPU does not have",  # ollama turning GPU inference off on a CPU without AVX, a WARN line
+    b"code=222(",  # cudaErrorUnsupportedPtxVersion by number, as an old helper_cuda.h prints it
+    b"supported_sm = [int(",  # torch cpp_extension's arch-list parse, context for its ValueError
 )
 # Lines worth handing to the fact parsers: they name drivers, GPUs, versions and images (and
 # ggml_cuda_init's "found N CUDA devices", which its device-line parser needs).
