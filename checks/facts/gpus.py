@@ -141,15 +141,33 @@ _CUT_TAILS = (
 )
 
 
+# A name cut right after the words of the RTX PRO family ("NVIDIA RTX PRO ...", canonical/
+# inference-snaps#89), and the models and names that may follow them.
+_CUT_FAMILY = re.compile(r"(?:NVIDIA )?RTX PRO")
+_FAMILY_NUMBERS = tuple(f" {digit}{zeros}" for digit in "123456789" for zeros in ("00", "000"))
+_FAMILY_TAILS = (
+    "",
+    " Blackwell",
+    " Blackwell Server Edition",
+    " Blackwell Max-Q Workstation Edition",
+    " Blackwell Generation Laptop GPU",
+)
+
+
 @functools.cache
 def cut_capability(start: str) -> str | None:
     """The compute capability of a GPU whose name nvidia-smi cut short, where every catalogue
     model the cut number can be has the same one ("GeForce RTX 208" is 7.5: RTX 2080, 2080 SUPER
-    and 2080 Ti); None where they differ or the cut is elsewhere ("NVIDIA GeForce")."""
+    and 2080 Ti; "NVIDIA RTX PRO" is 12.0, every RTX PRO being a Blackwell board); None where they
+    differ or the cut is elsewhere ("NVIDIA GeForce")."""
     start = " ".join(start.split())
-    if _CUT_NUMBER.fullmatch(start) is None:
+    if _CUT_FAMILY.fullmatch(start) is not None:
+        names = [f"{start}{number}{tail}" for number in _FAMILY_NUMBERS for tail in _FAMILY_TAILS]
+    elif _CUT_NUMBER.fullmatch(start) is not None:
+        names = [f"{start}{digit}{tail}" for digit in "0123456789" for tail in _CUT_TAILS]
+    else:
         return None
-    found = {lookup(f"{start}{digit}{tail}") for digit in "0123456789" for tail in _CUT_TAILS}
+    found = {lookup(name) for name in names}
     capabilities = {model.compute_capability for model in found if model is not None}
     return capabilities.pop() if len(capabilities) == 1 else None
 

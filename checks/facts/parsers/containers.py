@@ -365,6 +365,46 @@ def _image(item: dict[str, Any]) -> ContainerImage | None:
     return image
 
 
+# `docker inspect`'s Env list pasted on its own, a quoted "KEY=value" item a line
+# (mark-ramsey-ri/vllm-dgx-spark#1): an image's environment, the ref and the rest of the JSON cut
+# away. Its CUDA_VERSION is the toolkit the image was built with, and an NGC image's
+# CUDA_DRIVER_VERSION the driver of that CUDA release: facts of the image, never of the host.
+# Read as an image where MIN_ENV_ITEMS items or more in a row name its CUDA.
+_ENV_ITEM = re.compile(
+    r'^[ \t]{0,24}"([A-Za-z_][A-Za-z0-9_]{0,127}=[^"\n]{0,2000})",?[ \t]*$', re.MULTILINE
+)
+_ENV_CUDA = ("CUDA_VERSION=", "NVIDIA_REQUIRE_CUDA=")
+MIN_ENV_ITEMS = 3
+
+
+def _env_runs(text: str) -> list[list[str]]:
+    """The items of each run of Env list lines in a row."""
+    runs: list[list[str]] = []
+    end = -2
+    for item in _ENV_ITEM.finditer(text):
+        if item.start() != end + 1:
+            runs.append([])
+        runs[-1].append(item.group(1))
+        end = item.end()
+    return runs
+
+
+def parse_env_items(text: str) -> HostFacts:
+    """The image whose Env list the text holds: its CUDA and what the toolkit reads."""
+    facts = HostFacts()
+    for env in _env_runs(text):
+        if len(env) >= MIN_ENV_ITEMS and any(item.startswith(_ENV_CUDA) for item in env):
+            image = image_from_env(None, [], env)
+            image.source = "docker inspect Env"
+            facts.containers.images.append(image)
+            break
+    return facts
+
+
+def detect_env_items(text: str) -> bool:
+    return not detect_image_inspect(text) and bool(parse_env_items(text).containers.images)
+
+
 def image_from_env(ref: str | None, tags: list[str], env: list[str]) -> ContainerImage:
     """An image from its reference, tags and environment ("KEY=value" entries, as an image config
     lists them): what the NVIDIA Container Toolkit and vLLM's entrypoint read."""
@@ -487,6 +527,7 @@ FORMATS = [
     Format("nvidia-container-cli-info", detect_container_cli_info, parse_container_cli_info),
     Format("nvidia-container-cli-debug", detect_container_cli_debug, parse_container_cli_debug),
     Format("docker-image-inspect", detect_image_inspect, parse_image_inspect),
+    Format("docker-inspect-env-list", detect_env_items, parse_env_items),
     Format("systemctl-status-cdi-refresh", detect_cdi_refresh_status, parse_cdi_refresh_status),
     Format("nvidia-ctk-cdi-generate", detect_cdi_generate, parse_cdi_generate),
 ]

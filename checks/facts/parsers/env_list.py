@@ -13,23 +13,29 @@ answers by hand (XuehaiPan/nvitop#208):
 
 Only known keys count, each with a strict value shape: a GPU is an NVIDIA name or one the GPU
 catalogue knows ("L20", "rtx3090"), cut before a comma, a bracket, an aside in italics or its
-memory, unless NVIDIA names the model with it ("RTX 3050 6GB", keylase/nvidia-patch#1009); "2x
-NAME", "NAME x2" and "NAME (x2)" are two (keylase/nvidia-patch#1034); a bullet may touch its key
-("-GPU Model: ..."); a driver is NVIDIA's NNN.NN[.NN]; the CUDA version only under nvidia-smi's own
-"CUDA Version" key (a bare "CUDA: 12.8" may be the toolkit's), in parentheses right after the driver
-("Driver: 595.79 (CUDA 13.2)", bitsandbytes-foundation/bitsandbytes#1937; "(supports CUDA 13.0)",
-immich-app/immich#28031), also after a driver with its digits masked ("Driver: 53x.xx (supports
-CUDA 12.5)", abetlen/llama-cpp-python#2234, which names no driver), or after a comma where the line
-credits nvidia-smi ("Driver: 592.27, CUDA 13.1 (per nvidia-smi)", ollama/ollama#17222), and a bare
-CUDA key's version where nvcc's other version follows it ("CUDA: 13.1 / NVCC 13.2",
-ggml-org/llama.cpp#22499); a value that opens with a markdown link reads as the
+memory, unless NVIDIA names the model with it ("RTX 3050 6GB", keylase/nvidia-patch#1009); a
+capability in the bracket right after the name is the GPU's ("GPU: NVIDIA JMJWOA-Generic-GPU
+(compute_cap 12.1, sm_121, ...)", NVIDIA/NemoClaw#4658) where the catalogue agrees or does not
+know the model; a generic key ("Device", "Hardware") names no GPU where a key that says GPU in
+the same list names one (NemoClaw#4658's "Device: DGX Spark (spark-8158, ...)" is the machine);
+"2x NAME", "NAME x2" and "NAME (x2)" are two (keylase/nvidia-patch#1034); a bullet may touch its
+key ("-GPU Model: ..."); a driver is NVIDIA's NNN.NN[.NN]; the CUDA version only under
+nvidia-smi's own "CUDA Version" key (a bare "CUDA: 12.8" may be the toolkit's), in parentheses
+right after the driver ("Driver: 595.79 (CUDA 13.2)", bitsandbytes-foundation/bitsandbytes#1937;
+"(supports CUDA 13.0)", immich-app/immich#28031), also after a driver with its digits masked
+("Driver: 53x.xx (supports CUDA 12.5)", abetlen/llama-cpp-python#2234, which names no driver), or
+after a comma where the line credits nvidia-smi ("Driver: 592.27, CUDA 13.1 (per nvidia-smi)",
+ollama/ollama#17222), and a bare CUDA key's version where nvcc's other version follows it ("CUDA:
+13.1 / NVCC 13.2", ggml-org/llama.cpp#22499); a value that opens with a markdown link reads as the
 link's text ("- Nvidia driver version: [581.94](URL)", keylase/nvidia-patch#1020), a bracket with no
 link after it ("[e.g. 410.48]") stays; a PCI id only NVIDIA's 10de:XXXX. A list counts when it
 states two of these facts, or when a lone GPU line ("GPU: RTX 5090", mudler/LocalAI#5189; "- GPU:
 Tesla P40", unslothai/unsloth#813; gpustat's "- The name(s) of GPU card: Tesla V100-SXM2",
 wookayin/gpustat#147) names GPUs the catalogue knows and no wording of a requirement ("or better",
 "minimum"); any other lone line stays unread. nvidia-smi -q's padded "Product Name   : "
-lines are its parser's.
+lines are its parser's. A bullet may separate its GPU or driver key from the value with " - "
+instead of a colon, as Docker Desktop's issue form answers were typed ("  - GPU - GTX 1080",
+"  - GPU Driver - 465.21", docker/for-win#10218).
 
 GitHub issue forms render each field as a heading with the answer as its own paragraph
 (invoke-ai/InvokeAI#6106, XuehaiPan/nvitop#93):
@@ -70,6 +76,13 @@ _LINE = re.compile(
     r"(?:\*\*)?[ \t]{0,2}(?::(?:\*\*)?[ \t]{1,8}|\uff1a(?:\*\*)?[ \t]{0,8})([^\n]{1,300})$",
     re.MULTILINE,
 )
+# A bullet whose key and value a " - " separates: "  - GPU Driver - 465.21". Read for GPU and
+# driver keys only, on lines that hold no "key: value".
+_DASH_LINE = re.compile(
+    r"^[ \t]{0,8}[-*+][ \t]{1,4}(?:\*\*)?([A-Za-z]{1,20}(?: [A-Za-z]{1,20}){0,3})(?:\*\*)?"
+    r" - ([^\n]{1,300})$",
+    re.MULTILINE,
+)
 # Keys in other languages, as their English key: "设备名称" (device name) with a full-width colon,
 # zzc0721/torch-performance-test-data's submission template.
 _KEY_NAMES = {"\u8bbe\u5907\u540d\u79f0": "device name"}
@@ -85,6 +98,9 @@ _GPU_KEYS = {
     "video card",
     "the name(s) of gpu card",
 }
+# GPU keys that may name the machine rather than its GPU ("Device: DGX Spark (...)"): read only
+# where no other GPU key of the list names a GPU.
+_GENERIC_GPU_KEYS = {"device", "hardware"}
 _DRIVER_KEYS = {
     "driver",
     "driver version",
@@ -163,6 +179,13 @@ _NAME_END = re.compile(
 _COUNT_AFTER = re.compile(
     rf"[ \t](?:{_TIMES}(\d{{1,2}})\b|\([x\u00d7][ \t]?(\d{{1,2}})\)|\((\d{{1,2}})[ \t]?[x\u00d7]\))"
 )
+# The capability stated in the bracket right after a GPU's name: "(compute_cap 12.1, sm_121)",
+# "(compute capability: 8.6)".
+_BRACKET = re.compile(r"[ \t][_*]{0,2}\(([^()\n]{0,120})\)")
+_BRACKET_CAPABILITY = re.compile(
+    r"(?:^|[ ,;])compute[ _]cap(?:ability)?[ \t]{0,2}[:=]?[ \t]{0,2}(\d{1,2}\.\d)(?![\d.])",
+    re.IGNORECASE,
+)
 _DRIVER = re.compile(r"v?(\d{3}\.\d{1,3}(?:\.\d{1,3})?)(?![\d.])")
 _CUDA = re.compile(r"(\d{1,2}\.\d)(?![\d.])")
 # The driver's branch before its version: Studio (NSD), Game Ready (GRD) or DCH
@@ -228,11 +251,15 @@ def _key(raw: str) -> str:
 
 
 def _entries(text: str) -> list[tuple[str, str]]:
-    """(key, value) of every list line, the key lower-cased with single spaces."""
-    return [
-        (_key(m.group(1)), _unlinked(m.group(2).strip(_TRIM)).strip(_TRIM))
-        for m in _LINE.finditer(text)
-    ]
+    """(key, value) of every list line in order, the key lower-cased with single spaces: "key:
+    value" lines, and GPU and driver bullets separated by " - " on other lines."""
+    found = [(m.start(), _key(m.group(1)), m.group(2)) for m in _LINE.finditer(text)]
+    lines = {start for start, _, _ in found}
+    for m in _DASH_LINE.finditer(text):
+        key = _key(m.group(1))
+        if m.start() not in lines and (key in _GPU_KEYS or key in _DRIVER_KEYS):
+            found.append((m.start(), key, m.group(2)))
+    return [(key, _unlinked(value.strip(_TRIM)).strip(_TRIM)) for _, key, value in sorted(found)]
 
 
 def _name_end(value: str) -> re.Match[str] | None:
@@ -262,7 +289,22 @@ def _gpus(value: str) -> list[Gpu]:
     after = _COUNT_AFTER.match(found.group(2), end.start()) if end else None
     counted = next((group for group in after.groups() if group), None) if after else None
     count = int(found.group(1) or counted or 1)
-    return [Gpu(name=name) for _ in range(count)] if name and 0 < count <= 16 else []
+    capability = _bracket_capability(name, found.group(2), end.start()) if end else None
+    if not name or not 0 < count <= 16:
+        return []
+    return [Gpu(name=name, compute_capability=capability) for _ in range(count)]
+
+
+def _bracket_capability(name: str, value: str, pos: int) -> str | None:
+    """The capability the bracket at `pos`, right after the name, states, where the catalogue
+    agrees or does not know the model."""
+    bracket = _BRACKET.match(value, pos)
+    stated = _BRACKET_CAPABILITY.search(bracket.group(1)) if bracket else None
+    if stated is None:
+        return None
+    model = gpus.lookup(name)
+    agrees = model is None or model.compute_capability == stated.group(1)
+    return stated.group(1) if agrees else None
 
 
 def _name_driver(value: str) -> tuple[str, str | None]:
@@ -392,13 +434,14 @@ def _list(text: str) -> HostFacts:
     """The GPUs, driver, CUDA version and PCI ids of a list's `key: value` lines."""
     facts = HostFacts()
     pci: list[str] = []
+    generic: list[Gpu] = []  # named under a key that may name the machine
     after_name: str | None = None
     torch = _TORCH.search(text) is not None
     for key, value in _entries(text):
         if key in _GPU_KEYS:
             name, driver = _name_driver(value)
             found = _gpus(name)
-            facts.gpus.extend(found)
+            (generic if key in _GENERIC_GPU_KEYS else facts.gpus).extend(found)
             after_name = after_name or (driver if found else None)
         elif key in _DRIVER_KEYS and facts.driver.version is None:
             facts.driver.version, paired = _driver(value)
@@ -415,6 +458,7 @@ def _list(text: str) -> HostFacts:
             if device:
                 pci.append(f"10de:{device.group(1).lower()}")
     facts.driver.version = facts.driver.version or after_name
+    facts.gpus = facts.gpus or generic
     if len(pci) == len(facts.gpus):
         for gpu, device_id in zip(facts.gpus, pci, strict=True):
             gpu.pci_device_id = device_id

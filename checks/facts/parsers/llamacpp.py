@@ -33,9 +33,13 @@ _CUDA_DEVICE = re.compile(
     r"^[^\S\n]*(?:- )?CUDA(\d{1,4})[ \t]{0,8}: ([^\n]*) \((\d+) MiB, \d+ MiB free\)[ \t]*$",
     re.M,
 )
-# A Vulkan build's "ggml_vulkan: 0 = NVIDIA GeForce RTX 3060 (NVIDIA) | uma: 0 | fp16: 1 | ...":
-# the device's name and its driver's; read for NVIDIA's driver only.
-_VULKAN_DEVICE = re.compile(r"^ggml_vulkan: (\d{1,3}) = ([^\n|]{1,120}?) \(NVIDIA\) \| uma: ", re.M)
+# A Vulkan build's "ggml_vulkan: 0 = NVIDIA GeForce RTX 3060 (NVIDIA) | uma: 0 | fp16: 1 | ...",
+# and before it "Vulkan0: NVIDIA GeForce RTX 3060 Laptop GPU (NVIDIA) | uma: 0 | fp16: 1 | warp
+# size: 32" (2024, ggml-org/llama.cpp#9716): the device's name and its driver's; read for
+# NVIDIA's driver only (the earliest "Vulkan0: NAME | uma: 0" names no driver and is not read).
+_VULKAN_DEVICE = re.compile(
+    r"^(?:ggml_vulkan: (\d{1,3}) = |Vulkan(\d{1,3}): )([^\n|]{1,120}?) \(NVIDIA\) \| uma: ", re.M
+)
 # "llama_model_load_from_file_impl: using device CUDA0 (NAME) (0000:01:00.0) - 15055 MiB free";
 # the bus id is there since 2025. Read with str methods: the name may hold parentheses.
 _USING = "llama_model_load_from_file_impl: using device CUDA"
@@ -146,8 +150,9 @@ def _devices(text: str) -> list[Gpu]:
             gpu = gpus.setdefault(used[0], Gpu(index=used[0], name=used[1]))
             gpu.pci_bus_id = gpu.pci_bus_id or used[2]
     if not gpus:  # Vulkan's numbering is its own: read only where no CUDA device is listed
-        for index, name in _VULKAN_DEVICE.findall(text):
-            gpus.setdefault(int(index), Gpu(index=int(index), name=name.strip()))
+        for old, new, name in _VULKAN_DEVICE.findall(text):
+            index = int(old or new)
+            gpus.setdefault(index, Gpu(index=index, name=name.strip()))
     if gpus and max(gpus) < _MAX_FILLED:
         for index in range(max(gpus)):
             gpus.setdefault(index, Gpu(index=index))

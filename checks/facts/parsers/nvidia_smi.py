@@ -912,13 +912,30 @@ _PROSE_VERSIONS = re.compile(
 
 @_safe
 def parse_version_line(text: str) -> HostFacts:
-    """ "Driver Version: 525.105.17   CUDA Version: 12.0" quoted in prose, without the table."""
+    """ "Driver Version: 525.105.17   CUDA Version: 12.0" quoted in prose, without the table; a
+    catalogued GPU's name alone on the next line, where the pair is its line's only words, is the
+    table's name cell copied with it ("NVIDIA GeForce GTX 950M", ollama/ollama#2064)."""
     facts = HostFacts()
     match = _PROSE_VERSIONS.search(text)
     if match is not None:
         facts.driver.version = match.group("driver")
         facts.driver.cuda_version = match.group("cuda")
+        name = _name_below(text, match)
+        facts.gpus = [Gpu(name=name)] if name else []
     return facts
+
+
+def _name_below(text: str, match: re.Match[str]) -> str | None:
+    """The GPU's name alone on the line after a line that holds the version pair alone."""
+    start = text.rfind("\n", 0, match.start()) + 1
+    end = text.find("\n", match.end())
+    if end == -1:
+        return None
+    if text[start : match.start()].strip(" \t|") or text[match.end() : end].strip(" \t|"):
+        return None
+    below = text.find("\n", end + 1)
+    line = text[end + 1 : below if below != -1 else len(text)]
+    return line.strip() if _header_name(line) else None
 
 
 def _detect_version_line(text: str) -> bool:

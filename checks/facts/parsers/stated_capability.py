@@ -9,6 +9,16 @@ The words "compute capability" and a major.minor number stand in the brackets th
 name, after other asides at most ("CUDA 10.1, "). Prose names GPUs people do not have as well, so
 this reading adds no GPU: it only fills in the capability of a GPU of the same model that a
 tool's output in the text lists, where the catalogue does not give another one.
+
+A bullet that names a GPU first and gives nvidia-smi's answer for it beside the name states the
+GPU the writer queried (mudler/vllm.cpp#168):
+
+    - NVIDIA Jetson AGX Thor, `aarch64`, `nvidia-smi compute_cap = 11.0`, 122 GB unified memory
+
+The name is the bullet's first comma-separated part, one the catalogue knows, and another part
+is the query's field and value alone ("compute_cap = 11.0", after "nvidia-smi"). It counts where
+the catalogue gives the same capability and every such bullet of the text names one model; it is
+a fallback: a tool's list of GPUs, anywhere in the text, wins.
 """
 
 from __future__ import annotations
@@ -53,13 +63,49 @@ def detect_stated_capability(text: str) -> bool:
     return bool(parse_stated_capability(text).gpus)
 
 
+_BULLET = re.compile(r"^[ \t]{0,4}[-*+][ \t]{1,4}([^\n]{1,300})$", re.MULTILINE)
+_QUERIED = re.compile(
+    r"(?:nvidia-smi[ ]{1,4}(?:--query-gpu=)?)?compute_cap[ ]{0,2}[=:][ ]{0,2}(\d{1,2}\.\d)"
+)
+_TRIM = "`*_ \t"
+
+
+def _queried(bullet: str) -> Gpu | None:
+    """The GPU a bullet names first, with the capability a query answer beside it gives."""
+    first, *rest = (part.strip(_TRIM) for part in bullet.split(","))
+    answers = {found.group(1) for part in rest if (found := _QUERIED.fullmatch(part))}
+    model = gpus.lookup(first) if len(answers) == 1 and first else None
+    if model is None or model.compute_capability not in answers:
+        return None
+    return Gpu(name=first, compute_capability=model.compute_capability)
+
+
+def parse_queried_bullet(text: str) -> HostFacts:
+    """The GPU a bullet names beside nvidia-smi's compute_cap answer, where every such bullet
+    names one model."""
+    found = [gpu for m in _BULLET.finditer(text) if (gpu := _queried(m.group(1)))]
+    if len({(gpu.name, gpu.compute_capability) for gpu in found}) != 1:
+        return HostFacts()
+    return HostFacts(gpus=found[:1])
+
+
+def detect_queried_bullet(text: str) -> bool:
+    return bool(parse_queried_bullet(text).gpus)
+
+
 FORMATS = [
     Format(
         "capability beside a GPU's name",
         detect_stated_capability,
         parse_stated_capability,
         annotates=True,
-    )
+    ),
+    Format(
+        "GPU bullet with its queried capability",
+        detect_queried_bullet,
+        parse_queried_bullet,
+        fallback=True,
+    ),
 ]
 
 # No probe: written by people, not printed by a tool.
