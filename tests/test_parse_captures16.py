@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from checks.facts import capture, gpus
+from checks.facts import gpus
 from checks.facts.model import HostFacts
 from checks.facts.parsers import (
     cuda_samples,
@@ -18,12 +18,7 @@ from checks.facts.parsers import (
     macos,
     nvidia_smi,
 )
-from tests.support.captures import capture_text, read_capture
-
-
-def _read(text: str) -> HostFacts:
-    """A paste as `--from` reads it, the catalogue filled in."""
-    return gpus.enrich(capture.parse(capture.Capture("paste", text)))
+from tests.support.captures import capture_text, read_capture, read_paste
 
 
 def _gpus(facts: HostFacts) -> list[tuple[int | None, str | None, str | None]]:
@@ -73,7 +68,7 @@ _NBODY_DIFF = (
 def test_the_samples_device_lines_give_index_capability_and_name(
     text: str, expected: list[tuple[int, str | None, str]]
 ) -> None:
-    assert _gpus(_read(text)) == expected
+    assert _gpus(read_paste(text)) == expected
 
 
 def test_nbody_in_a_wsl_paste_is_read() -> None:
@@ -82,7 +77,7 @@ def test_nbody_in_a_wsl_paste_is_read() -> None:
 
 
 def test_a_sample_run_twice_is_one_device() -> None:
-    assert _gpus(_read(_NBODY_OLD + "\n" + _NBODY_OLD)) == [(0, "GeForce RTX 3090", "8.6")]
+    assert _gpus(read_paste(_NBODY_OLD + "\n" + _NBODY_OLD)) == [(0, "GeForce RTX 3090", "8.6")]
 
 
 @pytest.mark.parametrize(
@@ -138,7 +133,7 @@ _PROFILER_AMD = (
 
 
 def test_system_profiler_reads_the_nvidia_block_only() -> None:
-    facts = _read(_PROFILER_TABS)
+    facts = read_paste(_PROFILER_TABS)
     assert [
         (g.name, g.compute_capability, g.pci_device_id, g.memory_total_mib) for g in facts.gpus
     ] == [("NVIDIA GeForce GT 750M", "3.0", "10de:0fe9", 2048)]
@@ -147,7 +142,7 @@ def test_system_profiler_reads_the_nvidia_block_only() -> None:
 def test_macos_placeholder_name_is_no_name() -> None:
     facts = macos.parse_macos(_PROFILER_PLACEHOLDER)
     assert [(g.name, g.pci_device_id) for g in facts.gpus] == [(None, "10de:1401")]
-    named = _read(_PROFILER_NAMED)
+    named = read_paste(_PROFILER_NAMED)
     assert [(g.name, g.compute_capability) for g in named.gpus] == [("MSI GeForce GTX 960", "5.2")]
 
 
@@ -178,7 +173,7 @@ def test_an_amd_block_is_no_gpu() -> None:
     ],
 )
 def test_a_crash_reports_graphics_lines(text: str, names: list[tuple[str, str | None]]) -> None:
-    assert [(g.name, g.compute_capability) for g in _read(text).gpus] == names
+    assert [(g.name, g.compute_capability) for g in read_paste(text).gpus] == names
 
 
 def test_an_about_this_mac_summary_line_is_read() -> None:
@@ -548,6 +543,6 @@ def test_gpus_in_sentences_that_may_not_be_the_writers_stay_unread(text: str) ->
 
 def test_a_tools_gpu_list_wins_over_a_sentence() -> None:
     table = capture_text("nvsmi_table_wsl2__wsl-11589_rtx3060-cuda-err.txt")
-    facts = _read(table + "\nI get an error: out of memory on my RTX 4090 using the command\n")
+    facts = read_paste(table + "\nI get an error: out of memory on my RTX 4090 using the command\n")
     assert [g.name for g in facts.gpus] == ["NVIDIA GeForce RTX 3060"]
     assert "GPU in prose" not in (facts.probes[-1].detail or "")

@@ -12,16 +12,7 @@ from checks.facts import capture, gpus
 from checks.facts.model import Gpu, HostFacts, merge
 from checks.facts.parsers import collect_env, env_list, jetson, nvidia_smi
 from tests.conftest import PROBE_CASES, load_case
-from tests.support.captures import read_capture
-
-
-def _read(text: str) -> HostFacts:
-    """A paste as `--from` reads it, the catalogue filled in."""
-    return gpus.enrich(capture.parse(capture.Capture("paste", text)))
-
-
-def _gpus(facts: HostFacts) -> list[tuple[str | None, str | None]]:
-    return [(g.name, g.compute_capability) for g in facts.gpus]
+from tests.support.captures import gpu_models, read_capture, read_paste
 
 
 def _merged(*outputs: list[Gpu]) -> list[Gpu]:
@@ -40,7 +31,7 @@ def test_a_warnings_gpu_is_one_of_the_lists_two() -> None:
     facts = read_capture(
         "torch_sm120_warning_env_bullets__pytorch-167244_2x-rtx5090-570.124.06.txt"
     )
-    assert _gpus(facts) == [("NVIDIA GeForce RTX 5090", "12.0")] * 2
+    assert gpu_models(facts) == [("NVIDIA GeForce RTX 5090", "12.0")] * 2
 
 
 def test_name_only_gpus_fold_whichever_output_comes_first() -> None:
@@ -75,7 +66,7 @@ _WARNING_CUT = (
 
 
 def test_the_warnings_two_sentences_about_one_gpu_are_one_gpu() -> None:
-    assert _gpus(_read(_WARNING_CUT)) == [("VIDIA GeForce RTX 5090", "12.0")]
+    assert gpu_models(read_paste(_WARNING_CUT)) == [("VIDIA GeForce RTX 5090", "12.0")]
 
 
 # --- PyTorch's capability warning, retyped ------------------------------------------------------
@@ -111,14 +102,14 @@ _WARNING_INDENTED = (
 def test_a_retyped_or_wrapped_warning_names_its_gpu(
     text: str, expected: list[tuple[str, str]]
 ) -> None:
-    assert _gpus(_read(text)) == expected
+    assert gpu_models(read_paste(text)) == expected
 
 
 def test_the_warning_in_lower_case_names_its_gpu() -> None:
     # HaoKang-Timmy/LatencySensitiveBench#19: "nvidia geforce rtx 5090 with cuda capabilities
     # sm_120 is not compatible"
     facts = read_capture("torch_sm120_warning_retyped_lower__latencybench-19_rtx5090.txt")
-    assert _gpus(facts) == [("nvidia geforce rtx 5090", "12.0")]
+    assert gpu_models(facts) == [("nvidia geforce rtx 5090", "12.0")]
 
 
 @pytest.mark.parametrize(
@@ -147,7 +138,7 @@ def test_a_numbered_list_gives_the_driver_and_the_cuda_drivers_version() -> None
     # not well detect jetson orin nano platform." in the prose above
     facts = read_capture("prose_numbered_env_jetson__nvitop-168_orin-nano-540.4.0.txt")
     assert (facts.driver.version, facts.driver.cuda_version) == ("540.4.0", "12.6")
-    assert _gpus(facts) == [("jetson orin nano", "8.7")]
+    assert gpu_models(facts) == [("jetson orin nano", "8.7")]
 
 
 # Bibek199/VoxelNext_Projektarbeit, README.md (cut): the authors' machine as a numbered list, some
@@ -173,10 +164,10 @@ _NUMBERED_SYSTEM = (
 
 
 def test_numbered_items_read_like_bullets() -> None:
-    pc = _read(_NUMBERED_PC)
+    pc = read_paste(_NUMBERED_PC)
     assert (pc.driver.version, pc.driver.cuda_version) == ("550.67", None)
-    assert _gpus(pc) == [("Nvidia Geforce RTX3050 4GB", "8.6")]
-    assert _gpus(_read(_NUMBERED_SYSTEM)) == [("NVIDIA GeForce RTX 3080", "8.6")]
+    assert gpu_models(pc) == [("Nvidia Geforce RTX3050 4GB", "8.6")]
+    assert gpu_models(read_paste(_NUMBERED_SYSTEM)) == [("NVIDIA GeForce RTX 3080", "8.6")]
 
 
 # Emerge-Lab/gpudrive#520 (description by RTGTX7, 2025-09-16; cut): numbered questions that ask
@@ -202,7 +193,7 @@ def test_numbered_questions_state_nothing() -> None:
     facts = env_list.parse_env_list(_NUMBERED_QUESTIONS)
     assert (facts.gpus, facts.driver.version, facts.driver.cuda_version) == ([], None, None)
     with pytest.raises(capture.CaptureError):
-        _read(_NUMBERED_QUESTIONS)
+        read_paste(_NUMBERED_QUESTIONS)
 
 
 # --- jetson-stats' board: the module's integrated GPU -------------------------------------------
@@ -242,7 +233,7 @@ def test_numbered_questions_state_nothing() -> None:
     ],
 )
 def test_jetson_stats_names_the_modules_gpu(name: str, expected: list[tuple[str, str]]) -> None:
-    assert _gpus(read_capture(name)) == expected
+    assert gpu_models(read_capture(name)) == expected
 
 
 # rbonghi/jetson_stats#586 (description by zhouyecs, 2024-11-26): a Jetson Nano module.
@@ -325,11 +316,13 @@ _THOR_MISSING = """Please update jetson-stats with this board
 
 
 def test_board_forms_give_the_jetsons_gpu() -> None:
-    assert _gpus(_read(_NANO_FORM)) == [("NVIDIA Jetson Nano module (16Gb eMMC)", "5.3")]
-    orin = _read(_ORIN_MISSING)
-    assert _gpus(orin) == [("NVIDIA Jetson AGX Orin Developer Kit", "8.7")]
+    assert gpu_models(read_paste(_NANO_FORM)) == [("NVIDIA Jetson Nano module (16Gb eMMC)", "5.3")]
+    orin = read_paste(_ORIN_MISSING)
+    assert gpu_models(orin) == [("NVIDIA Jetson AGX Orin Developer Kit", "8.7")]
     assert orin.system.l4t_release == "39.2.0"
-    assert _gpus(_read(_THOR_MISSING)) == [("NVIDIA Jetson AGX Thor Developer Kit", "11.0")]
+    assert gpu_models(read_paste(_THOR_MISSING)) == [
+        ("NVIDIA Jetson AGX Thor Developer Kit", "11.0")
+    ]
 
 
 # rbonghi/jetson_stats#595 (description by rwttr, 2024-12-18): the "new jetpack" form, no board.
@@ -350,9 +343,9 @@ def test_reports_that_name_no_jetson_give_no_gpu() -> None:
     carrier = load_case(
         PROBE_CASES / "jetson" / "near_jetson-stats-515_board-form_no-jetson-name.json"
     )
-    facts = _read(carrier["text"])
+    facts = read_paste(carrier["text"])
     assert (facts.gpus, facts.system.l4t_release) == ([], "32.7.1")
-    facts = _read(_L4T_ONLY)
+    facts = read_paste(_L4T_ONLY)
     assert (facts.gpus, facts.system.l4t_release) == ([], "36.4.2")
     assert jetson.parse_jetson_board(_L4T_ONLY).gpus == []
 
@@ -368,7 +361,7 @@ def test_the_boards_gpu_gives_way_to_a_tools_list() -> None:
 def test_the_forms_gpu_question_is_a_gpu_field() -> None:
     # LykosAI/StabilityMatrix#1512: "Gigabyte GeForce RTX™ 3080 VISION OC 10G (rev. 2.0)"
     facts = read_capture("form_gpu_hardware_answer__stabilitymatrix-1512_rtx3080.txt")
-    assert _gpus(facts) == [("Gigabyte GeForce RTX\u2122 3080 VISION OC", "8.6")]
+    assert gpu_models(facts) == [("Gigabyte GeForce RTX\u2122 3080 VISION OC", "8.6")]
     assert gpus.lookup("NVIDIA\u00ae GeForce RTX\u2122 3080") == gpus.lookup("RTX 3080")
 
 
@@ -492,7 +485,7 @@ _TABLE_AFTER_NUMBER = """\
 def test_a_cut_name_carries_the_capability_its_models_share(
     text: str, expected: list[tuple[str, str]]
 ) -> None:
-    assert _gpus(_read(text)) == expected
+    assert gpu_models(read_paste(text)) == expected
 
 
 @pytest.mark.parametrize(
@@ -543,4 +536,4 @@ _CANNOT_DETECT = (
 
 
 def test_a_tool_that_cannot_detect_the_gpu_names_it() -> None:
-    assert _gpus(_read(_CANNOT_DETECT)) == [("RTX 3060", "8.6")]
+    assert gpu_models(read_paste(_CANNOT_DETECT)) == [("RTX 3060", "8.6")]

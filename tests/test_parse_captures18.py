@@ -7,16 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from checks.facts import capture, gpus
 from checks.facts.model import Gpu, HostFacts, merge
 from checks.facts.parsers import containers, driver_prose, kernel, llamacpp
-from tests.support.captures import read_capture
-
-
-def _read(text: str) -> HostFacts:
-    """A paste as `--from` reads it, the catalogue filled in."""
-    return gpus.enrich(capture.parse(capture.Capture("paste", text)))
-
+from tests.support.captures import read_capture, read_paste
 
 # --- a driver installed in the steps of a reproduction --------------------------------------------
 
@@ -141,7 +134,7 @@ _MISSING_FIRMWARE_GLOB = (
 )
 def test_the_firmware_path_names_the_driver(text: str, driver: str) -> None:
     assert containers.detect_container_cli_debug(text)
-    assert _read(text).driver.version == driver
+    assert read_paste(text).driver.version == driver
 
 
 def test_the_firmware_path_of_a_paste_cut_before_the_devices_is_read() -> None:
@@ -208,7 +201,7 @@ _QUOTED_WITH_NVSWITCHES = (
 
 
 def test_each_gpu_at_pci_line_is_a_gpu_by_bus_id_and_uuid() -> None:
-    facts = _read(_DMESG_T)
+    facts = read_paste(_DMESG_T)
     assert [(g.pci_bus_id, g.uuid, g.name) for g in facts.gpus] == [
         ("0000:00:05.0", "GPU-efbdfde9-5798-a6e7-4c46-12518fa15375", None),
         ("0000:00:07.0", "GPU-3b6ec030-5adc-1847-e155-79f635584b4e", None),
@@ -218,7 +211,7 @@ def test_each_gpu_at_pci_line_is_a_gpu_by_bus_id_and_uuid() -> None:
 
 
 def test_a_quoted_dmesg_gives_the_gpu_and_not_the_nvswitches() -> None:
-    facts = _read(_QUOTED_WITH_NVSWITCHES)
+    facts = read_paste(_QUOTED_WITH_NVSWITCHES)
     assert [(g.pci_bus_id, g.uuid) for g in facts.gpus] == [
         ("0000:91:00.0", "GPU-b6c3b2be-c55b-d076-fa0e-d464e4c7e08b")
     ]
@@ -323,7 +316,7 @@ def test_no_cuda_devices_without_ggml_words_is_not_llamacpp() -> None:
         "+-------------------------------+----------------------+----------------------+\n"
     )
     assert not llamacpp.detect_llamacpp(text)
-    facts = _read(text)
+    facts = read_paste(text)
     assert facts.llamacpp == []
     assert [g.pci_bus_id for g in facts.gpus] == ["00000000:03:00.0"]
 

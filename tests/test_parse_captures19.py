@@ -7,16 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from checks.facts import capture, gpus
-from checks.facts.model import HostFacts
+from checks.facts import gpus
 from checks.facts.parsers import collect_env, env_list, nvidia_smi
 from tests.support.captures import gpu_names, read_capture
-
-
-def _read(text: str) -> HostFacts:
-    """A paste as `--from` reads it, the catalogue filled in."""
-    return gpus.enrich(capture.parse(capture.Capture("paste", text)))
-
 
 # --- the catalogue --------------------------------------------------------------------------------
 

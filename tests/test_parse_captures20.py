@@ -6,14 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from checks.facts import capture, gpus
-from checks.facts.model import HostFacts
+from checks.facts import gpus
 from checks.facts.parsers import env_list
-
-
-def _read(text: str) -> HostFacts:
-    """A paste as `--from` reads it, the catalogue filled in."""
-    return gpus.enrich(capture.parse(capture.Capture("paste", text)))
+from tests.support.captures import read_paste
 
 
 def _form(answer: str) -> str:
@@ -33,7 +28,7 @@ def _form(answer: str) -> str:
     ],
 )
 def test_the_gpus_of_a_hardware_answer_are_read(answer: str, found: list[tuple[str, str]]) -> None:
-    facts = _read(_form(answer))
+    facts = read_paste(_form(answer))
     assert [(g.name, g.compute_capability) for g in facts.gpus] == found
 
 

@@ -23,13 +23,9 @@ from checks.facts.parsers import (
 )
 from checks.matrix import engine, host
 from tests.conftest import FIXTURES
+from tests.support.captures import read_paste
 
 CAPTURES = FIXTURES / "corpus" / "captures"
-
-
-def _read(text: str) -> HostFacts:
-    """A paste as `--from` reads it, the catalogue filled in."""
-    return gpus.enrich(capture.parse(capture.Capture("paste", text)))
 
 
 def _capture(name: str) -> HostFacts:
@@ -135,7 +131,7 @@ def test_tensorflow_0x_found_device_lines_tab_indented() -> None:
         " 0, name: GRID K520, pci bus id: 0000:00:03.0) with Cuda compute capability 3.0. The"
         " minimum required Cuda capability is 3.5.\n"
     )
-    facts = _read(text)
+    facts = read_paste(text)
     assert [(g.name, g.compute_capability, g.pci_bus_id) for g in facts.gpus] == [
         ("GRID K520", "3.0", "0000:00:03.0")
     ]
@@ -149,7 +145,7 @@ def test_a_skip_line_the_console_wrapped_mid_word_keeps_the_device() -> None:
         " name: GeForce GTX 660 Ti, pci bus id: 0000:01:00.0) with Cuda c\n"
         "ompute capability 3.0. The minimum required Cuda capability is 3.5.\n"
     )
-    facts = _read(text)
+    facts = read_paste(text)
     assert [(g.name, g.compute_capability) for g in facts.gpus] == [("GeForce GTX 660 Ti", "3.0")]
 
 
@@ -168,7 +164,7 @@ def test_nouveau_through_the_journal_reads_no_gsp_firmware_as_a_driver() -> None
         "May 28 11:59:54 fedora kernel: nouveau 0000:09:00.0: gsp: RM version: 570.144\n"
         "May 28 11:59:54 fedora kernel: nouveau 0000:09:00.0: bios: version 90.17.3d.00.73\n"
     )
-    facts = _read(text)
+    facts = read_paste(text)
     assert [(g.name, g.compute_capability) for g in facts.gpus] == [("NVIDIA TU117", "7.5")]
     assert facts.driver.version is None
 

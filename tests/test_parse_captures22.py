@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from checks.facts import capture, gpus
-from checks.facts.model import HostFacts
+from checks.facts import gpus
 from checks.facts.parsers import (
     card_report,
     gpu_driver_item,
@@ -17,73 +16,61 @@ from checks.facts.parsers import (
     pipe_report,
 )
 from tests.conftest import FIXTURES
+from tests.support.captures import gpu_models, read_capture, read_paste
 
 CAPTURES = FIXTURES / "corpus" / "captures"
-
-
-def _read(text: str) -> HostFacts:
-    """A paste as `--from` reads it, the catalogue filled in."""
-    return gpus.enrich(capture.parse(capture.Capture("paste", text)))
-
-
-def _capture(name: str) -> HostFacts:
-    return _read((CAPTURES / name).read_text())
-
-
-def _gpus(facts: HostFacts) -> list[tuple[str | None, str | None]]:
-    return [(g.name, g.compute_capability) for g in facts.gpus]
 
 
 # --- the captures ------------------------------------------------------------------------------
 
 
 def test_a_one_line_report_names_the_gpu_and_its_capability() -> None:
-    facts = _capture("pipe_env_oneliner_comfy_log__flashvsr-stable-21_rtx5090.txt")
-    assert _gpus(facts) == [("NVIDIA GeForce RTX 5090", "12.0")]
+    facts = read_capture("pipe_env_oneliner_comfy_log__flashvsr-stable-21_rtx5090.txt")
+    assert gpu_models(facts) == [("NVIDIA GeForce RTX 5090", "12.0")]
     assert facts.driver.cuda_version is None  # "CUDA (torch): 13.0" is the build's
 
 
 def test_a_vgpu_type_named_with_its_driver_in_a_bullet_is_the_board() -> None:
-    facts = _capture("form_prose_bullets_vgpu_driver__comfyui-6843_a16-8a-528.24.txt")
-    assert _gpus(facts) == [("NVidia A16-8A", "8.6")]
+    facts = read_capture("form_prose_bullets_vgpu_driver__comfyui-6843_a16-8a-528.24.txt")
+    assert gpu_models(facts) == [("NVidia A16-8A", "8.6")]
     assert facts.driver.version == "528.24"
 
 
 def test_jetson_inference_banner_gives_the_l4t_release() -> None:
-    facts = _capture("docker_run_l4t_bsp_line__ros-deep-learning-129_orin-nx-35.4.1.txt")
+    facts = read_capture("docker_run_l4t_bsp_line__ros-deep-learning-129_orin-nx-35.4.1.txt")
     assert facts.system.l4t_release == "35.4.1"
     assert facts.gpus == []
 
 
 def test_recomputer_names_the_board_and_its_release() -> None:
     name = "recomputer_machine_l4t_docker_info__seeed-jetson-examples-35_orin-nano-super-36.4.4.txt"
-    facts = _capture(name)
+    facts = read_capture(name)
     model = "nvidia jetson orin nano engineering reference developer kit super"
-    assert _gpus(facts) == [(model, "8.7")]
+    assert gpu_models(facts) == [(model, "8.7")]
     assert facts.system.l4t_release == "36.4.4"
     assert facts.containers.docker is not None  # the docker info below is still read
 
 
 def test_an_invokeai_model_answer_no_model_fits_is_a_gpu_of_unknown_capability() -> None:
-    facts = _capture("invoke_form_gpu_model_short__invokeai-7936_rtx2000.txt")
-    assert _gpus(facts) == [("RTX2000", None)]
+    facts = read_capture("invoke_form_gpu_model_short__invokeai-7936_rtx2000.txt")
+    assert gpu_models(facts) == [("RTX2000", None)]
 
 
 def test_a_card_report_names_the_gpu_and_its_device_id() -> None:
-    facts = _capture("gpuz_style_card_list__invokeai-7839_gtx-titan-x.txt")
-    assert _gpus(facts) == [("NVIDIA GeForce GTX TITAN X", "5.2")]
+    facts = read_capture("gpuz_style_card_list__invokeai-7839_gtx-titan-x.txt")
+    assert gpu_models(facts) == [("NVIDIA GeForce GTX TITAN X", "5.2")]
     assert [g.pci_device_id for g in facts.gpus] == ["10de:17c2"]
 
 
 def test_the_open_kmod_form_version_with_a_fork_suffix_is_the_driver() -> None:
-    facts = _capture("form_open_kmod_p2p_hw__tinygrad-ogkm-29_rtx5090-565.57.01.txt")
+    facts = read_capture("form_open_kmod_p2p_hw__tinygrad-ogkm-29_rtx5090-565.57.01.txt")
     assert facts.driver.version == "565.57.01"
     assert facts.driver.kernel_module_version is None  # a form's answer, not a loaded module
-    assert _gpus(facts) == [("RTX 5090", "12.0")]
+    assert gpu_models(facts) == [("RTX 5090", "12.0")]
 
 
 def test_a_fix_guides_expected_output_is_not_the_writers_machine() -> None:
-    facts = _capture("fix_guide_torch_probe_expected__sd-webui-forge-2746_rtx5090.txt")
+    facts = read_capture("fix_guide_torch_probe_expected__sd-webui-forge-2746_rtx5090.txt")
     assert facts.gpus == []
 
 
@@ -93,15 +80,15 @@ def test_the_form_answer_stays_where_the_torch_device_is_wrapped() -> None:
     text = (
         CAPTURES / "invoke_form_sysinfo_wrapped_device__invokeai-8554_gtx1060-maxq.txt"
     ).read_text()
-    assert _gpus(gpus.enrich(invokeai.parse_invokeai(text))) == [
+    assert gpu_models(gpus.enrich(invokeai.parse_invokeai(text))) == [
         ("NVIDIA GeForce GTX 1060 with Max-Q Design", "6.1")
     ]
-    assert _gpus(_read(text)) == [("GTX 1060 Max-Q", "6.1")]
+    assert gpu_models(read_paste(text)) == [("GTX 1060 Max-Q", "6.1")]
 
 
 def test_a_gpu_named_with_its_driver_in_a_bullet_list() -> None:
-    facts = _capture("prose_bullets__krig-miner-5_rtx5090-610.74.txt")
-    assert _gpus(facts) == [("RTX 5090", "12.0")]
+    facts = read_capture("prose_bullets__krig-miner-5_rtx5090-610.74.txt")
+    assert gpu_models(facts) == [("RTX 5090", "12.0")]
 
 
 # --- one-line reports -------------------------------------------------------------------------
@@ -124,7 +111,7 @@ def test_lines_that_are_no_one_line_report_name_no_gpu(line: str) -> None:
 
 def test_a_capability_given_as_a_version_is_read() -> None:
     line = "Detected GPU: NVIDIA GeForce RTX 2070 | VRAM: 8.00GB | Compute Capability: 7.5\n"
-    assert _gpus(pipe_report.parse_pipe_report(line)) == [("NVIDIA GeForce RTX 2070", "7.5")]
+    assert gpu_models(pipe_report.parse_pipe_report(line)) == [("NVIDIA GeForce RTX 2070", "7.5")]
 
 
 # --- InvokeAI -----------------------------------------------------------------------------------
@@ -147,7 +134,7 @@ def test_a_record_followed_by_other_lines_is_not_joined_without_a_width() -> Non
         "C:\\venv\\Lib\\site-packages\\torch\\cuda\\__init__.py:61: FutureWarning\n"
         f"{_STAMP}InvokeAI version 6.6.0\n"
     )
-    assert _gpus(invokeai.parse_invokeai(text)) == [("NVIDIA GeForce RTX 4090", None)]
+    assert gpu_models(invokeai.parse_invokeai(text)) == [("NVIDIA GeForce RTX 4090", None)]
 
 
 def test_a_record_shorter_than_the_longest_is_not_joined() -> None:
@@ -157,7 +144,7 @@ def test_a_record_shorter_than_the_longest_is_not_joined() -> None:
     longer = f"{_STAMP}Initializing database at C:\\InvokeAI\\databases\\invokeai.db and more"
     assert len(longer) > width
     text = "\n".join([cut, "warning line", other, "x", longer, "y", ""])
-    assert _gpus(invokeai.parse_invokeai(text)) == [("NVIDIA GeForce RTX 4090", None)]
+    assert gpu_models(invokeai.parse_invokeai(text)) == [("NVIDIA GeForce RTX 4090", None)]
 
 
 def _form(vendor: str, model: str) -> str:
@@ -184,8 +171,8 @@ def test_form_answers_that_name_no_one_gpu_are_not_read(vendor: str, model: str)
 def test_a_catalogued_form_answer_is_the_environment_lists() -> None:
     """Where the catalogue knows the answer the form's heading reader has it; InvokeAI's reading
     is the fallback and adds no second GPU."""
-    facts = _read(_form("Nvidia (CUDA)", "RTX 3060"))
-    assert _gpus(facts) == [("RTX 3060", "8.6")]
+    facts = read_paste(_form("Nvidia (CUDA)", "RTX 3060"))
+    assert gpu_models(facts) == [("RTX 3060", "8.6")]
 
 
 # --- card report --------------------------------------------------------------------------------
@@ -206,7 +193,7 @@ def test_a_report_whose_device_id_is_not_nvidias_is_not_read() -> None:
 
 def test_a_heading_that_is_not_the_models_name_gives_way_to_the_model() -> None:
     text = "Graphics\nManufacturer NVIDIA\nModel GeForce GTX 1080\nDevice ID 10DE-1B80\n"
-    assert _gpus(card_report.parse_card_report(text)) == [("GeForce GTX 1080", None)]
+    assert gpu_models(card_report.parse_card_report(text)) == [("GeForce GTX 1080", None)]
 
 
 # --- Jetson helper scripts --------------------------------------------------------------------
@@ -249,7 +236,7 @@ def test_a_tools_gpu_list_wins_over_recomputers_board() -> None:
             "nvsmi_L_table_orin_nvgpu__jetpack-nixos-pr371_orin-540.4.0.txt",
         )
     )
-    assert [g.name for g in _read(text).gpus] == ["Orin (nvgpu)"]
+    assert [g.name for g in read_paste(text).gpus] == ["Orin (nvgpu)"]
 
 
 # --- open-gpu-kernel-modules form -------------------------------------------------------------
@@ -298,9 +285,11 @@ def test_a_tools_gpu_list_wins_over_the_item() -> None:
             "nvsmi_L_table__akash-provider-configs-pr12_2x-quadro-rtx4000.txt",
         )
     )
-    assert [g.name for g in _read(text).gpus] == [
+    assert [g.name for g in read_paste(text).gpus] == [
         g.name
-        for g in _capture("nvsmi_L_table__akash-provider-configs-pr12_2x-quadro-rtx4000.txt").gpus
+        for g in read_capture(
+            "nvsmi_L_table__akash-provider-configs-pr12_2x-quadro-rtx4000.txt"
+        ).gpus
     ]
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from checks.facts import capture, gpus
+from checks.facts import capture
 from checks.facts.model import Gpu, HostFacts, fill_in
 from checks.facts.parsers import (
     comfy_launcher,
@@ -17,28 +17,7 @@ from checks.facts.parsers import (
     stated_capability,
     sysinfo_lines,
 )
-from tests.conftest import FIXTURES
-
-CAPTURES = FIXTURES / "corpus" / "captures"
-
-
-def _read(text: str) -> HostFacts:
-    """A paste as `--from` reads it, the catalogue filled in."""
-    return gpus.enrich(capture.parse(capture.Capture("paste", text)))
-
-
-def _capture(name: str) -> HostFacts:
-    return _read((CAPTURES / name).read_text())
-
-
-def _gpus(facts: HostFacts) -> list[tuple[str | None, str | None]]:
-    return [(g.name, g.compute_capability) for g in facts.gpus]
-
-
-def _unread(text: str) -> None:
-    with pytest.raises(capture.CaptureError):
-        capture.parse(capture.Capture("paste", text))
-
+from tests.support.captures import assert_unread, gpu_models, read_capture, read_paste
 
 # --- journal prefixes --------------------------------------------------------------------------
 
@@ -56,8 +35,8 @@ LRY = (
 
 
 def test_a_catalan_month_of_two_words_is_a_journal_prefix() -> None:
-    facts = _capture("ollama_journal_ggml_two_quadros__ollama-13312_p2200-p2000.txt")
-    assert _gpus(facts) == [("Quadro P2200", "6.1"), ("Quadro P2000", "6.1")]
+    facts = read_capture("ollama_journal_ggml_two_quadros__ollama-13312_p2200-p2000.txt")
+    assert gpu_models(facts) == [("Quadro P2200", "6.1"), ("Quadro P2000", "6.1")]
     assert [g.index for g in facts.gpus] == [0, 1]
 
 
@@ -79,15 +58,15 @@ def test_a_date_line_without_a_process_keeps_its_words() -> None:
 
 
 def test_collect_env_gpu_lines_with_a_full_width_colon_are_read() -> None:
-    facts = _capture("collectenv_fullwidth_colon_gpus__pytorch-37212_4x-p100-410.104.txt")
-    assert _gpus(facts) == [("Tesla P100-PCIE-16GB", "6.0")] * 4
+    facts = read_capture("collectenv_fullwidth_colon_gpus__pytorch-37212_4x-p100-410.104.txt")
+    assert gpu_models(facts) == [("Tesla P100-PCIE-16GB", "6.0")] * 4
     assert [g.index for g in facts.gpus] == [0, 1, 2, 3]
     assert facts.driver.version == "410.104"
 
 
 def test_a_name_ends_at_a_full_width_bracket_and_cuda_beside_nvcc_is_the_drivers() -> None:
-    facts = _capture("form_fullwidth_colon_lines__llamacpp-22499_rtx5080-591.86.txt")
-    assert _gpus(facts) == [("RTX 5080", "12.0")]
+    facts = read_capture("form_fullwidth_colon_lines__llamacpp-22499_rtx5080-591.86.txt")
+    assert gpu_models(facts) == [("RTX 5080", "12.0")]
     assert (facts.driver.version, facts.driver.cuda_version) == ("591.86", "13.1")
 
 
@@ -117,12 +96,12 @@ def test_full_width_marks_turn_to_their_ascii_forms(line: str, cleaned: str) -> 
     ],
 )
 def test_full_width_text_names_no_gpu_of_its_own(text: str) -> None:
-    _unread(text)
+    assert_unread(text)
 
 
 def test_a_bare_cuda_bullet_is_not_the_drivers() -> None:
     # nvidia-cosmos/cosmos-reason2#45: "- **CUDA:** 12.6" is the JetPack's toolkit.
-    facts = _capture(
+    facts = read_capture(
         "pr_tested_on_bold_bullets_jetson__cosmos-reason2-pr45_agx-orin-64gb-jp6.2.txt"
     )
     assert facts.driver.cuda_version is None
@@ -132,8 +111,8 @@ def test_a_bare_cuda_bullet_is_not_the_drivers() -> None:
 
 
 def test_a_card_and_its_count_in_a_system_info_answer() -> None:
-    facts = _capture("form_sysinfo_count_star__xinference-4057_4x-rtx5090.txt")
-    assert _gpus(facts) == [("nvidia5090", "12.0")] * 4
+    facts = read_capture("form_sysinfo_count_star__xinference-4057_4x-rtx5090.txt")
+    assert gpu_models(facts) == [("nvidia5090", "12.0")] * 4
     assert facts.driver.cuda_version is None  # "cuda 12.4" may be the toolkit's
 
 
@@ -144,7 +123,7 @@ def test_a_system_info_answer_without_a_gpu_line_names_none() -> None:
         "Nvidia Driver 570.124.06\nPython 3.11\n"
     )
     assert sysinfo_lines.parse_sysinfo_lines(text).gpus == []
-    facts = _read(text)
+    facts = read_paste(text)
     assert facts.gpus == []
     assert facts.driver.cuda_version is None
 
@@ -153,7 +132,7 @@ def test_a_system_info_answer_without_a_gpu_line_names_none() -> None:
 
 
 def test_a_driver_line_numbered_like_cuda_is_the_drivers_cuda() -> None:
-    facts = _capture("pip_versions_driver_cuda_major__aoneus-2_no-gpu.txt")
+    facts = read_capture("pip_versions_driver_cuda_major__aoneus-2_no-gpu.txt")
     assert (facts.driver.version, facts.driver.cuda_version) == (None, "13.0")
 
 
@@ -164,17 +143,17 @@ def test_a_driver_numbered_like_a_driver_is_no_cuda() -> None:
 
 
 def test_a_masked_driver_gives_the_cuda_after_it_and_no_driver() -> None:
-    facts = _capture("env_bullets_driver_wildcard__llama-cpp-python-2234_gtx1060-6gb.txt")
+    facts = read_capture("env_bullets_driver_wildcard__llama-cpp-python-2234_gtx1060-6gb.txt")
     assert (facts.driver.version, facts.driver.cuda_version) == (None, "12.5")
-    assert _gpus(facts) == [("NVIDIA GeForce GTX 1060 6GB", "6.1")]
+    assert gpu_models(facts) == [("NVIDIA GeForce GTX 1060 6GB", "6.1")]
 
 
 # --- a capability in brackets after a name -----------------------------------------------------
 
 
 def test_a_capability_beside_a_name_fills_in_the_listed_gpu() -> None:
-    facts = _capture("nvsmi_table_details_prose_cc__koboldcpp-1272_gt740m-425.31.txt")
-    assert _gpus(facts) == [("GeForce GT 740M", "3.5")]
+    facts = read_capture("nvsmi_table_details_prose_cc__koboldcpp-1272_gt740m-425.31.txt")
+    assert gpu_models(facts) == [("GeForce GT 740M", "3.5")]
     assert (facts.driver.version, facts.driver.cuda_version) == ("425.31", "10.1")
 
 
@@ -184,10 +163,10 @@ def test_a_capability_beside_a_name_adds_no_gpu_alone() -> None:
         "\u250c Warning: Your NVIDIA GeForce GTX 1080 GPU (compute capability 6.1) is not fully"
         " supported by CUDA 12.9.0.\n"
     )
-    assert _gpus(stated_capability.parse_stated_capability(text)) == [
+    assert gpu_models(stated_capability.parse_stated_capability(text)) == [
         ("NVIDIA GeForce GTX 1080", "6.1")
     ]
-    _unread(text)
+    assert_unread(text)
 
 
 def test_a_capability_away_from_the_name_is_not_read() -> None:
@@ -220,8 +199,8 @@ def test_statements_that_disagree_fill_in_nothing() -> None:
 
 
 def test_kokkos_names_the_device_capability_not_the_builds() -> None:
-    facts = _capture("kokkos_warning_cc_no_name__kokkos-pr7887_cc12.0.txt")
-    assert _gpus(facts) == [(None, "12.0")]
+    facts = read_capture("kokkos_warning_cc_no_name__kokkos-pr7887_cc12.0.txt")
+    assert gpu_models(facts) == [(None, "12.0")]
 
 
 @pytest.mark.parametrize(
@@ -251,12 +230,12 @@ def test_kokkos_names_the_device_capability_not_the_builds() -> None:
     ],
 )
 def test_kokkos_error_and_warning_give_the_device_capability(text: str, capability: str) -> None:
-    assert _gpus(_read(text)) == [(None, capability)]
+    assert gpu_models(read_paste(text)) == [(None, capability)]
 
 
 def test_the_message_without_kokkos_words_is_not_read() -> None:
     # kokkos/kokkos#3026 (description by makortel, 2020-05-11): the message as quoted, cut.
-    _unread(
+    assert_unread(
         "ERROR: running kernels compiled for compute capability 7.0 on device with compute "
         "capability 7.5 is not supported by CUDA!\n"
     )
@@ -266,10 +245,10 @@ def test_the_message_without_kokkos_words_is_not_read() -> None:
 
 
 def test_a_package_bullet_of_the_drivers_userspace_gives_the_driver() -> None:
-    facts = _capture("nvsmi_L_mig_deb_bullets__nct-203_a100-80gb-pcie-530.30.02.txt")
+    facts = read_capture("nvsmi_L_mig_deb_bullets__nct-203_a100-80gb-pcie-530.30.02.txt")
     assert facts.driver.version == "530.30.02"
     assert facts.containers.toolkit_version == "1.14.3"
-    assert _gpus(facts) == [("NVIDIA A100 80GB PCIe", "8.0")]
+    assert gpu_models(facts) == [("NVIDIA A100 80GB PCIe", "8.0")]
 
 
 def test_a_package_named_without_a_version_is_not_read() -> None:
@@ -286,15 +265,15 @@ def test_a_package_named_without_a_version_is_not_read() -> None:
 
 
 def test_a_tested_on_list_names_the_jetson_and_its_jetpack() -> None:
-    facts = _capture(
+    facts = read_capture(
         "pr_tested_on_bold_bullets_jetson__cosmos-reason2-pr45_agx-orin-64gb-jp6.2.txt"
     )
-    assert _gpus(facts) == [("Jetson AGX Orin 64GB", "8.7")]
+    assert gpu_models(facts) == [("Jetson AGX Orin 64GB", "8.7")]
     assert facts.system.jetpack_release == "6.2"
 
 
 def test_bullets_beside_a_tools_l4t_release_are_not_read() -> None:
-    facts = _capture("nv_tegra_release_r36__jetson-stats-791_orin-nano-36.4.7.txt")
+    facts = read_capture("nv_tegra_release_r36__jetson-stats-791_orin-nano-36.4.7.txt")
     assert facts.gpus == []
     assert (facts.system.l4t_release, facts.system.jetpack_release) == ("36.4.7", None)
 
@@ -314,9 +293,9 @@ def test_a_list_of_boards_without_keys_names_none() -> None:
 
 
 def test_the_launchers_file_gives_driver_cuda_and_the_cuda_device_once() -> None:
-    facts = _capture("comfy_launcher_diagnostic__latentsyncwrapper-128_rtx4090-572.60.txt")
+    facts = read_capture("comfy_launcher_diagnostic__latentsyncwrapper-128_rtx4090-572.60.txt")
     assert (facts.driver.version, facts.driver.cuda_version) == ("572.60", "12.8")
-    assert _gpus(facts) == [("NVIDIA GeForce RTX 4090", "8.9")]
+    assert gpu_models(facts) == [("NVIDIA GeForce RTX 4090", "8.9")]
     assert facts.gpus[0].pci_bus_id == "00000000:01:00.0"
 
 
@@ -336,8 +315,8 @@ def test_directml_and_hip_devices_are_not_gpus_of_the_cuda_driver() -> None:
         "    10400 2: NVIDIA GeForce RTX 4060 Laptop GPU 7 GB\n"
         "    10400 3: NVIDIA GeForce RTX 4060 Laptop GPU 7 GB\n"
     )
-    facts = _read(text)
-    assert _gpus(facts) == [("NVIDIA GeForce RTX 4060 Laptop GPU", "8.9")]
+    facts = read_paste(text)
+    assert gpu_models(facts) == [("NVIDIA GeForce RTX 4060 Laptop GPU", "8.9")]
     assert (facts.driver.version, facts.driver.cuda_version) == ("576.80", "12.9")
 
 

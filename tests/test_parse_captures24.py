@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from checks.facts import capture, gpus
+from checks.facts import gpus
 from checks.facts.model import HostFacts
 from checks.facts.parsers import (
     containers,
@@ -19,41 +19,24 @@ from checks.facts.parsers import (
     sysinfo_lines,
 )
 from tests.conftest import FIXTURES
+from tests.support.captures import assert_unread, gpu_models, read_capture, read_paste
 
 CAPTURES = FIXTURES / "corpus" / "captures"
-
-
-def _read(text: str) -> HostFacts:
-    """A paste as `--from` reads it, the catalogue filled in."""
-    return gpus.enrich(capture.parse(capture.Capture("paste", text)))
-
-
-def _capture(name: str) -> HostFacts:
-    return _read((CAPTURES / name).read_text())
-
-
-def _gpus(facts: HostFacts) -> list[tuple[str | None, str | None]]:
-    return [(g.name, g.compute_capability) for g in facts.gpus]
-
-
-def _unread(text: str) -> None:
-    with pytest.raises(capture.CaptureError):
-        capture.parse(capture.Capture("paste", text))
 
 
 # --- a generic key beside a GPU key, a capability in brackets ---------------------------------
 
 
 def test_the_machine_under_device_is_no_second_gpu() -> None:
-    facts = _capture("env_fence_generic_gpu_name__nemoclaw-4658_gb10-580.142.txt")
-    assert _gpus(facts) == [("NVIDIA JMJWOA-Generic-GPU", "12.1")]
+    facts = read_capture("env_fence_generic_gpu_name__nemoclaw-4658_gb10-580.142.txt")
+    assert gpu_models(facts) == [("NVIDIA JMJWOA-Generic-GPU", "12.1")]
     assert facts.driver.version == "580.142"
 
 
 def test_a_device_key_alone_still_names_the_gpu() -> None:
     # Syllo/nvtop#426: "device : NVIDIA GB10" with no other GPU key.
-    facts = _capture("prose_sysinfo_gb10__nvtop-426_580.95.05-aarch64.txt")
-    assert _gpus(facts) == [("NVIDIA GB10", "12.1")]
+    facts = read_capture("prose_sysinfo_gb10__nvtop-426_580.95.05-aarch64.txt")
+    assert gpu_models(facts) == [("NVIDIA GB10", "12.1")]
 
 
 def test_a_bracket_without_a_capability_gives_none() -> None:
@@ -66,8 +49,8 @@ def test_a_bracket_without_a_capability_gives_none() -> None:
 
 
 def test_docker_desktop_information_bullets_with_dashes() -> None:
-    facts = _capture("form_info_bullets_dash__docker-for-win-10218_gtx1080-465.21.txt")
-    assert _gpus(facts) == [("GTX 1080", "6.1")]
+    facts = read_capture("form_info_bullets_dash__docker-for-win-10218_gtx1080-465.21.txt")
+    assert gpu_models(facts) == [("GTX 1080", "6.1")]
     assert (facts.driver.version, facts.driver.cuda_version) == ("465.21", None)
 
 
@@ -92,8 +75,8 @@ def test_dash_bullets_without_a_gpu_or_driver_key_are_not_read(text: str) -> Non
 
 
 def test_a_board_bullet_with_its_queried_capability() -> None:
-    facts = _capture("env_bullet_inline_compute_cap__vllm-cpp-168_jetson-agx-thor.txt")
-    assert _gpus(facts) == [("NVIDIA Jetson AGX Thor", "11.0")]
+    facts = read_capture("env_bullet_inline_compute_cap__vllm-cpp-168_jetson-agx-thor.txt")
+    assert gpu_models(facts) == [("NVIDIA Jetson AGX Thor", "11.0")]
     assert facts.driver.version is None
 
 
@@ -115,8 +98,8 @@ def test_lines_that_are_no_queried_bullet(name: str) -> None:
 
 
 def test_a_card_below_the_os_line() -> None:
-    facts = _capture("make_cflags_env_lines__llamacpp-5976_rtx3080ti.txt")
-    assert _gpus(facts) == [("RTX3080ti", "8.6")]
+    facts = read_capture("make_cflags_env_lines__llamacpp-5976_rtx3080ti.txt")
+    assert gpu_models(facts) == [("RTX3080ti", "8.6")]
     assert facts.driver.cuda_version is None  # CUDA/v12.4 in the make lines is the toolkit's
 
 
@@ -126,7 +109,7 @@ def test_a_card_with_its_memory_in_brackets_below_the_os_line() -> None:
         "Same here!\n\nWindows 11 pro\nRTX 4080 (16 GB)\n32 gigs ram.\n\n"
         "CPU is at 83% while the GPU flatlines at 0%\n"
     )
-    assert _gpus(_read(text)) == [("RTX 4080", "8.9")]
+    assert gpu_models(read_paste(text)) == [("RTX 4080", "8.9")]
 
 
 def test_keyed_environment_bullets_are_no_os_line() -> None:
@@ -137,15 +120,15 @@ def test_keyed_environment_bullets_are_no_os_line() -> None:
         "- Processor: amd 3900x\n- RAM: 96gb\n- 970 4gb, 3090 24gb\n"
     )
     assert sysinfo_lines.parse_sysinfo_lines(text) == HostFacts()
-    _unread(text)
+    assert_unread(text)
 
 
 # --- the header's version pair with the card's name below ----------------------------------
 
 
 def test_the_name_below_the_header_fragment() -> None:
-    facts = _capture("nvsmi_header_fragment_prose__ollama-2064_gtx950m-545.29.06.txt")
-    assert _gpus(facts) == [("NVIDIA GeForce GTX 950M", "5.0")]
+    facts = read_capture("nvsmi_header_fragment_prose__ollama-2064_gtx950m-545.29.06.txt")
+    assert gpu_models(facts) == [("NVIDIA GeForce GTX 950M", "5.0")]
     assert (facts.driver.version, facts.driver.cuda_version) == ("545.29.06", "12.3")
 
 
@@ -156,7 +139,7 @@ def test_a_pair_inside_other_words_names_no_gpu() -> None:
         "### Other Software\n\nDocker Engine - Community : 20.10.10\n"
         "NVIDIA Driver Version: 510.06 \nCUDA Version: 11.6\n\n### Repro Steps\n"
     )
-    facts = _read(text)
+    facts = read_paste(text)
     assert (facts.driver.version, facts.driver.cuda_version) == ("510.06", "11.6")
     assert facts.gpus == []
 
@@ -165,8 +148,8 @@ def test_a_pair_inside_other_words_names_no_gpu() -> None:
 
 
 def test_a_vulkan_device_line_of_nvidias_driver() -> None:
-    facts = _capture("ggml_vulkan_found_two_runs__llamacpp-9716_rtx3060-laptop.txt")
-    assert _gpus(facts) == [("NVIDIA GeForce RTX 3060 Laptop GPU", "8.6")]
+    facts = read_capture("ggml_vulkan_found_two_runs__llamacpp-9716_rtx3060-laptop.txt")
+    assert gpu_models(facts) == [("NVIDIA GeForce RTX 3060 Laptop GPU", "8.6")]
 
 
 @pytest.mark.parametrize(
@@ -191,7 +174,7 @@ def test_vulkan_devices_of_other_drivers_are_not_gpus(text: str) -> None:
 
 
 def test_the_link_of_libcuda_mounted_into_a_container() -> None:
-    facts = _capture("ls_libcuda_in_container__ollama-6383_525.147.05.txt")
+    facts = read_capture("ls_libcuda_in_container__ollama-6383_525.147.05.txt")
     assert facts.driver.version == "525.147.05"
     assert facts.gpus == []
 
@@ -222,10 +205,10 @@ def test_listings_without_the_drivers_link_give_no_driver(text: str) -> None:
 
 
 def test_a_cut_rtx_pro_name_is_blackwell() -> None:
-    facts = _capture(
+    facts = read_capture(
         "nvsmi_table_snap_old_smi_new_driver__inference-snaps-89_rtx-pro-580.95.05.txt"
     )
-    assert _gpus(facts) == [("NVIDIA RTX PRO", "12.0")]
+    assert gpu_models(facts) == [("NVIDIA RTX PRO", "12.0")]
     assert (facts.driver.version, facts.driver.cuda_version) == ("580.95.05", "13.0")
 
 
@@ -243,7 +226,7 @@ def test_a_cut_family_name_has_a_capability_only_where_every_model_agrees(
 
 
 def test_an_images_env_list_is_the_images_and_says_nothing_of_the_host() -> None:
-    facts = _capture("docker_inspect_env_ngc_vllm__vllm-dgx-spark-1_no-host-facts.txt")
+    facts = read_capture("docker_inspect_env_ngc_vllm__vllm-dgx-spark-1_no-host-facts.txt")
     assert (facts.driver.version, facts.driver.cuda_version, facts.gpus) == (None, None, [])
     (image,) = facts.containers.images
     assert (image.ref, image.cuda_version) == (None, "13.0.2.006")
@@ -252,7 +235,7 @@ def test_an_images_env_list_is_the_images_and_says_nothing_of_the_host() -> None
 def test_a_whole_image_inspect_is_read_once() -> None:
     text = (FIXTURES / "images" / "vllm-openai_v0.8.5.json").read_text()
     assert not containers.detect_env_items(text)
-    assert len(_read(text).containers.images) == 1
+    assert len(read_paste(text).containers.images) == 1
 
 
 def test_a_cuda_version_in_prose_is_no_env_list() -> None:
