@@ -112,6 +112,10 @@ ANCHORS = (
     b"kernel image is available",  # CUDA's no-kernel-image string, printed or quoted bare
     b"DKMS module",  # Void's DKMS hook: "Building DKMS module '...' for kernel-...... FAILED!"
     b"is not a recognized processor",  # Triton's LLVM warning for an NVPTX arch it does not know
+    b"nvenc API version",  # FFmpeg's NVENC refusal of an old driver, printed without an error word
+    b"driver for nvenc",  # FFmpeg's minimum-driver line after it, context for the driver it names
+    b"link time reference",  # the loader's versioned-symbol refusal, quoted without its error word
+    b"Paddle is compiled with",  # PaddlePaddle's cuDNN (and CUDA) version warning, a WARNING line
     # Each signature's own words, as issue titles and quotes paste them bare, without the error
     # word or prefix of the line they came from (tests/test_explain_bare_messages.py):
     b"not found or cannot be loaded",

@@ -24,10 +24,12 @@ _CLI_INFO = re.compile(r"^(NVRM version|CUDA version|Device Index|Model|Brand|GP
 # `nvidia-container-cli -k -d /dev/tty info` logs each driver library it finds
 # (NVIDIA/nvidia-docker#1060): "I1225 03:31:09.423932 1885 nvc_info.c:147] selecting
 # /usr/lib64/libnvidia-tls.so.418.67". The file names carry the userspace driver's version, even
-# when the paste is cut before "NVRM version:". A compat libcuda is not the driver's.
+# when the paste is cut before "NVRM version:", and OptiX's libnvoptix, the first it selects
+# (NVIDIA/nvidia-docker#1266, #1711, #1717), is the driver's too. A compat libcuda is not the
+# driver's.
 _CLI_SELECTING = re.compile(
     r"^[ \t]{0,8}I\d{4} \d\d:\d\d:\d\d\.\d{1,6} {1,4}\d{1,10} nvc_info\.c:\d{1,5}\] selecting "
-    r"(/\S{0,400}?)/lib(?:nvidia-[\w-]{1,40}|cuda|nvcuvid|\w{1,20}_nvidia)"
+    r"(/\S{0,400}?)/lib(?:nvidia-[\w-]{1,40}|cuda|nvcuvid|nvoptix|\w{1,20}_nvidia)"
     r"\.so\.(\d{3}\.\d{1,3}(?:\.\d{1,3})?)[ \t]*$",
     re.MULTILINE,
 )

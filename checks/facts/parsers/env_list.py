@@ -26,9 +26,11 @@ right after the driver ("Driver: 595.79 (CUDA 13.2)", bitsandbytes-foundation/bi
 ("Driver: 53x.xx (supports CUDA 12.5)", abetlen/llama-cpp-python#2234, which names no driver), or
 after a comma where the line credits nvidia-smi ("Driver: 592.27, CUDA 13.1 (per nvidia-smi)",
 ollama/ollama#17222), and a bare CUDA key's version where nvcc's other version follows it ("CUDA:
-13.1 / NVCC 13.2", ggml-org/llama.cpp#22499); a value that opens with a markdown link reads as the
-link's text ("- Nvidia driver version: [581.94](URL)", keylase/nvidia-patch#1020), a bracket with no
-link after it ("[e.g. 410.48]") stays; a PCI id only NVIDIA's 10de:XXXX. A list counts when it
+13.1 / NVCC 13.2", ggml-org/llama.cpp#22499); a driver may be written as its package's name
+("- **Driver**: nvidia-driver-580.105.08 (previously nvidia-driver-570-open)",
+NVIDIA/open-gpu-kernel-modules#1001); a value that opens with a markdown link reads as the link's
+text ("- Nvidia driver version: [581.94](URL)", keylase/nvidia-patch#1020), a bracket with no link
+after it ("[e.g. 410.48]") stays; a PCI id only NVIDIA's 10de:XXXX. A list counts when it
 states two of these facts, or when a lone GPU line ("GPU: RTX 5090", mudler/LocalAI#5189; "- GPU:
 Tesla P40", unslothai/unsloth#813; gpustat's "- The name(s) of GPU card: Tesla V100-SXM2",
 wookayin/gpustat#147) names GPUs the catalogue knows and no wording of a requirement ("or better",
@@ -189,8 +191,11 @@ _BRACKET_CAPABILITY = re.compile(
 _DRIVER = re.compile(r"v?(\d{3}\.\d{1,3}(?:\.\d{1,3})?)(?![\d.])")
 _CUDA = re.compile(r"(\d{1,2}\.\d)(?![\d.])")
 # The driver's branch before its version: Studio (NSD), Game Ready (GRD) or DCH
-# (keylase/nvidia-patch#651).
-_BRANCH = re.compile(r"(?:(?:NSD|GRD|DCH|Studio|Game Ready)[ \t]{1,4})?")
+# (keylase/nvidia-patch#651), or its package's name ("nvidia-driver-580.105.08",
+# NVIDIA/open-gpu-kernel-modules#1001; "nvidia-driver-570-open" names a branch, no driver).
+_BRANCH = re.compile(
+    r"(?:(?:NSD|GRD|DCH|Studio|Game Ready)[ \t]{1,4}|nvidia-driver-(?=\d{3}\.\d))?"
+)
 # nvidia-smi's header pair typed on one line: "CUDA Version: 12.8 (Driver 570.181)"
 # (pytorch/pytorch#160804); read right after the CUDA version, nowhere else on the line.
 _CUDA_DRIVER = re.compile(r"[ \t]{1,4}\((?:NVIDIA[ \t])?[Dd]river(?:[ \t]version)?:?[ \t]{1,4}")

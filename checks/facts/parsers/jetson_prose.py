@@ -4,9 +4,12 @@ People name their Jetson by its board and JetPack in one breath (rbonghi/jetson_
 
     jetson-stats (or any of jtop utils) does not run on Orin Jetpack 5.1
     I am running jetpack 5.1.3 on Orin Nano.
+    The Orin Nano is running Ubuntu 20.04 with Jetpack 5.1.2 (r35.4.1 L4T).
 
 The read is strict: the board's words touch the JetPack ("on BOARD [with] JetPack X.Y", "JetPack
-X.Y on BOARD"), the sentence words no wish, plan, change or comparison ("upgrade", "should",
+X.Y on BOARD") or the board is the subject that "is running" it, after an OS's name and version
+at most (ollama/ollama#1979, whose bracket right after the JetPack gives its L4T release), the
+sentence words no wish, plan, change or comparison ("upgrade", "should",
 "supports", "or"), and every such mention names one board and one JetPack. A Jetson's GPU is its
 module's, so the board is read as a GPU named as written ("Orin"); it is a fallback: a tool's
 list of GPUs, anywhere in the text, wins. A template's placeholder ("Jetpack: [e.g. 4.3]") names
@@ -30,6 +33,13 @@ _JETPACK = r"JetPack[ ]{1,4}(?:version[ ]{1,4})?(\d\.\d(?:\.\d)?)(?!\w|\.\d)"
 # "on Orin Jetpack 5.1", "on Orin with Jetpack 5.1": (board, JetPack).
 _BOARD_FIRST = re.compile(
     rf"\bon[ ]{{1,4}}{_ARTICLE}({_BOARD})[ ]{{1,4}}(?:with[ ]{{1,4}})?{_JETPACK}", re.IGNORECASE
+)
+# "The Orin Nano is running Ubuntu 20.04 with Jetpack 5.1.2 (r35.4.1 L4T)": (board, JetPack, L4T).
+_BOARD_RUNS = re.compile(
+    rf"\b({_BOARD})[ ]{{1,4}}(?:is|'s)[ ]{{1,4}}running[ ]{{1,4}}"
+    rf"(?:(?:[\w.-]{{1,20}}[ ]{{1,4}}){{1,3}}with[ ]{{1,4}})?{_JETPACK}"
+    r"(?:[ ]{1,4}\((?:r?(\d{2}\.\d{1,2}\.\d{1,2})[ ]L4T|L4T[ ]r?(\d{2}\.\d{1,2}\.\d{1,2}))\))?",
+    re.IGNORECASE,
 )
 # "running jetpack 5.1.3 on Orin Nano": (JetPack, board).
 _JETPACK_FIRST = re.compile(
@@ -58,28 +68,32 @@ def _sentence(text: str, start: int, end: int) -> str:
     return head + " " + text[end : min(ends, default=high)]
 
 
-def _mentions(text: str) -> list[tuple[str, str]]:
-    """(board, JetPack) of each wish-free mention, in order."""
-    found: list[tuple[int, str, str]] = []
-    for pattern in (_BOARD_FIRST, _JETPACK_FIRST):
+def _mentions(text: str) -> list[tuple[str, str, str | None]]:
+    """(board, JetPack, L4T or None) of each wish-free mention, in order."""
+    found: list[tuple[int, str, str, str | None]] = []
+    for pattern in (_BOARD_FIRST, _JETPACK_FIRST, _BOARD_RUNS):
         for match in pattern.finditer(text):
             if _WISH.search(_sentence(text, *match.span())):
                 continue
-            first, second = match.groups()
-            board, jetpack = (first, second) if pattern is _BOARD_FIRST else (second, first)
-            found.append((match.start(), board, jetpack))
-    return [(board, jetpack) for _, board, jetpack in sorted(found)]
+            first, second = match.group(1), match.group(2)
+            board, jetpack = (second, first) if pattern is _JETPACK_FIRST else (first, second)
+            l4t = (match.group(3) or match.group(4)) if pattern is _BOARD_RUNS else None
+            found.append((match.start(), board, jetpack, l4t))
+    return [(board, jetpack, l4t) for _, board, jetpack, l4t in sorted(found)]
 
 
 def parse_jetson_prose(text: str) -> HostFacts:
-    """The board as a GPU and its JetPack, when every mention names the same pair."""
+    """The board as a GPU and its JetPack (and L4T where a mention gives it), when every mention
+    names the same pair and no two L4T releases."""
     mentions = _mentions(text)
-    boards = {" ".join(board.lower().split()) for board, _ in mentions}
-    jetpacks = {jetpack for _, jetpack in mentions}
-    if len(boards) != 1 or len(jetpacks) != 1:
+    boards = {" ".join(board.lower().split()) for board, _, _ in mentions}
+    jetpacks = {jetpack for _, jetpack, _ in mentions}
+    l4ts = {l4t for _, _, l4t in mentions if l4t}
+    if len(boards) != 1 or len(jetpacks) != 1 or len(l4ts) > 1:
         return HostFacts()
     facts = HostFacts(gpus=[Gpu(name=mentions[0][0])])
     facts.system.jetpack_release = jetpacks.pop()
+    facts.system.l4t_release = l4ts.pop() if l4ts else None
     return facts
 
 

@@ -647,6 +647,34 @@ def parse_query_grep(text: str) -> HostFacts:
     return facts
 
 
+# The head of `nvidia-smi -q` (or -a) alone, cut before its GPUs, without the NVSMI LOG banner
+# (NVIDIA/nvidia-docker#578, under an issue form's "Driver information from `nvidia-smi -a`"):
+#     Timestamp                           : Sun Dec 17 14:56:13 2017
+#     Driver Version                      : 384.98
+# Read only as -q prints it: the padded keys, the timestamp as ctime() writes it, the driver right
+# below it and its CUDA on the next line where it shows one.
+_Q_HEAD = re.compile(
+    r"^Timestamp {2,60}: [A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}[ \t]*\n"
+    r"Driver Version {2,60}: (\d{3}\.\d{1,3}(?:\.\d{1,3})?)[ \t]*$"
+    r"(?:\nCUDA Version {2,60}: (\d{1,2}\.\d{1,2})[ \t]*$)?",
+    re.MULTILINE,
+)
+
+
+@_safe
+def parse_query_head(text: str) -> HostFacts:
+    """The driver and its CUDA from the head of `nvidia-smi -q` cut before its GPUs."""
+    facts = HostFacts()
+    found = _Q_HEAD.search(text)
+    if found is not None:
+        facts.driver.version, facts.driver.cuda_version = found.group(1), found.group(2)
+    return facts
+
+
+def _detect_query_head(text: str) -> bool:
+    return not _detect_query_text(text) and _Q_HEAD.search(text) is not None
+
+
 # --- nvidia-smi -q -x ----------------------------------------------------------------------------
 
 _XML_START = re.compile(r"<\?xml[^<>]*>|<!DOCTYPE nvidia_smi_log|<nvidia_smi_log\b")
@@ -991,6 +1019,7 @@ FORMATS: list[Format] = [
     Format("nvidia-smi --query-gpu CSV", _detect_csv, parse_query_csv),
     Format("nvidia-smi -q", _detect_query_text, parse_query_text),
     Format("nvidia-smi -q through grep", _detect_query_grep, parse_query_grep),
+    Format("nvidia-smi -q head", _detect_query_head, parse_query_head),
     Format("nvidia-smi -q -x", _detect_xml, parse_xml),
     Format("nvidia-smi -L", _detect_list, parse_list),
     Format("nvidia-smi --version", _detect_version, parse_version),
