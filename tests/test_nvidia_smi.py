@@ -17,6 +17,7 @@ PARSERS: list[Callable[[str], HostFacts]] = [
     nvidia_smi.parse_query_csv,
     nvidia_smi.parse_query_text,
     nvidia_smi.parse_query_grep,
+    nvidia_smi.parse_query_head,
     nvidia_smi.parse_xml,
     nvidia_smi.parse_list,
     nvidia_smi.parse_version,
@@ -60,7 +61,7 @@ def test_parsers_never_raise_on_real_files(path: Path) -> None:
 
 def test_one_format_per_parser() -> None:
     names = [fmt.name for fmt in nvidia_smi.FORMATS]
-    assert len(names) == len(set(names)) == 9
+    assert len(names) == len(set(names)) == 10
     parses = {fmt.parse for fmt in nvidia_smi.FORMATS}
     assert parses == set(PARSERS) - {nvidia_smi.parse_probe}
 
