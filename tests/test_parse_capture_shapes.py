@@ -283,7 +283,7 @@ def test_an_api_mismatch_without_both_versions_gives_neither(text: str) -> None:
         ("Quadro M2000M", "5.0"),
         ("Quadro M1200", "5.0"),
         ("Quadro M5500M", None),  # NVIDIA's list has it at 5.2, not with the other mobile parts
-        ("Quadro M2000", None),  # the desktop part is 5.2
+        ("Quadro M2000", "5.2"),  # the desktop part (GM206), its own entry
     ],
 )
 def test_legacy_gpus_in_the_catalogue(name: str, cc: str | None) -> None:
